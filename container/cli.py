@@ -1,0 +1,66 @@
+"""The `vllm-sagemaker` command line: one program, one subcommand per tool.
+
+`serve` is also installed as a command of its own, because SageMaker starts the container as
+`docker run IMAGE serve`.
+"""
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from container import serve
+
+
+def _serve_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved vLLM command as a JSON array and exit without starting it",
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-sagemaker",
+        description="Serve LLMs with vLLM on Amazon SageMaker, and run batch jobs against them.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _serve_parser(
+        commands.add_parser(
+            "serve",
+            help="start vLLM's OpenAI server configured from the environment (SageMaker's entrypoint)",
+            description="Start vLLM's OpenAI server configured from SM_VLLM_* and SageMaker "
+            "variables. Arguments this command does not know pass through to vLLM.",
+        )
+    )
+    return parser
+
+
+def _strip_serve(argv: Sequence[str]) -> list[str]:
+    """SageMaker appends `serve` to `docker run IMAGE`; accept it (once or repeated) and drop it."""
+    args = list(argv)
+    while args and args[0] == "serve":
+        args.pop(0)
+    return args
+
+
+def serve_main(argv: Sequence[str] | None = None) -> int:
+    """The `serve` command (the image's entrypoint)."""
+    parser = _serve_parser(
+        argparse.ArgumentParser(
+            prog="serve", description="Start vLLM's OpenAI server configured from the environment."
+        )
+    )
+    args, extra = parser.parse_known_args(_strip_serve(sys.argv[1:] if argv is None else argv))
+    return serve.run(extra, args.dry_run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `vllm-sagemaker` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv[:1] == ["serve"]:
+        return serve_main(argv[1:])
+    parser.parse_args(argv)
+    return 0

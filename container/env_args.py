@@ -1,0 +1,145 @@
+"""The rules that turn a SageMaker container's environment into vLLM server arguments.
+
+Everything here is a pure function of its inputs (an environment mapping, a directory listing,
+a GPU count), so the rules can be read in one place and tested with a table of cases.
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+
+SM_VLLM_PREFIX = "SM_VLLM_"
+DEFAULT_PORT = 8080
+DEFAULT_MODEL_DIR = "/opt/ml/model"
+MIDDLEWARE = "handler.SageMakerMiddleware"
+
+# Settings the SageMaker contract owns: they never come from SM_VLLM_* variables.
+_CONTRACT_OWNED = frozenset({"MODEL", "PORT", "HOST"})
+
+NO_MODEL_MESSAGE = (
+    "no model configured: set SM_VLLM_MODEL (a model id or path), put the model's files in "
+    "/opt/ml/model (SageMaker unpacks ModelDataUrl there; SAGEMAKER_MODEL_DIR overrides the "
+    "directory for local runs), or set HF_MODEL_ID"
+)
+
+
+class ConfigError(ValueError):
+    """The environment does not describe a server that can start."""
+
+
+def flag_name(variable: str) -> str:
+    """`SM_VLLM_MAX_MODEL_LEN` -> `--max-model-len`."""
+    return "--" + variable.removeprefix(SM_VLLM_PREFIX).lower().replace("_", "-")
+
+
+def flag_values(value: str) -> list[str]:
+    """The arguments that follow a flag for one variable's value (AWS vLLM image rules).
+
+    `true` or empty -> none (a bare flag); a JSON array -> one argument per element;
+    anything else -> the value as one argument, spaces kept. `false` is handled by the caller,
+    because it drops the flag itself.
+    """
+    if value == "" or value.lower() == "true":
+        return []
+    if value.lstrip().startswith("["):
+        try:
+            items = json.loads(value)
+        except json.JSONDecodeError:
+            return [value]
+        if isinstance(items, list):
+            return [item if isinstance(item, str) else json.dumps(item) for item in items]
+    return [value]
+
+
+def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
+    """Every `SM_VLLM_<NAME>` variable as vLLM flags, in a stable (sorted) order.
+
+    `SM_VLLM_MODEL`, `SM_VLLM_PORT` and `SM_VLLM_HOST` are left out: the model comes from
+    `resolve_model` and the address from the SageMaker contract.
+    """
+    args: list[str] = []
+    for variable in sorted(env):
+        name = variable.removeprefix(SM_VLLM_PREFIX)
+        if not variable.startswith(SM_VLLM_PREFIX) or not name or name in _CONTRACT_OWNED:
+            continue
+        value = env[variable]
+        if value.lower() == "false":
+            continue
+        args += [flag_name(variable), *flag_values(value)]
+    return args
+
+
+def resolve_model(env: Mapping[str, str], model_dir_entries: Sequence[str]) -> str:
+    """The model to serve: SM_VLLM_MODEL, else the model directory when it holds files,
+    else HF_MODEL_ID. `model_dir_entries` lists the model directory (empty when missing)."""
+    if env.get("SM_VLLM_MODEL"):
+        return env["SM_VLLM_MODEL"]
+    if model_dir_entries:
+        return model_dir(env)
+    if env.get("HF_MODEL_ID"):
+        return env["HF_MODEL_ID"]
+    raise ConfigError(NO_MODEL_MESSAGE)
+
+
+def model_dir(env: Mapping[str, str]) -> str:
+    """Where SageMaker puts model artifacts, or SAGEMAKER_MODEL_DIR for local runs."""
+    return env.get("SAGEMAKER_MODEL_DIR") or DEFAULT_MODEL_DIR
+
+
+def port(env: Mapping[str, str]) -> int:
+    """8080, or SAGEMAKER_BIND_TO_PORT (multi-container endpoints and inference pipelines)."""
+    raw = env.get("SAGEMAKER_BIND_TO_PORT", "")
+    if not raw:
+        return DEFAULT_PORT
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"SAGEMAKER_BIND_TO_PORT must be a TCP port number, got {raw!r}")
+    return int(raw)
+
+
+def tensor_parallel_args(
+    env: Mapping[str, str], visible_gpus: int, given: Sequence[str]
+) -> list[str]:
+    """`--tensor-parallel-size` from SM_NUM_GPUS or the visible GPU count, unless already given."""
+    if any(
+        a in ("--tensor-parallel-size", "-tp") or a.startswith("--tensor-parallel-size=")
+        for a in given
+    ):
+        return []
+    raw = env.get("SM_NUM_GPUS", "")
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError(f"SM_NUM_GPUS must be a positive whole number, got {raw!r}")
+        return ["--tensor-parallel-size", raw]
+    if visible_gpus > 1:
+        return ["--tensor-parallel-size", str(visible_gpus)]
+    return []
+
+
+def quiet_ping_args(given: Sequence[str]) -> list[str]:
+    """Keep /ping out of the access log (SageMaker pings every few seconds) unless the user
+    chose which endpoints to silence."""
+    if any(a.startswith("--disable-access-log-for-endpoints") for a in given):
+        return []
+    return ["--disable-access-log-for-endpoints", "/ping"]
+
+
+def server_args(
+    env: Mapping[str, str],
+    model_dir_entries: Sequence[str],
+    visible_gpus: int,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The full argument list of vLLM's OpenAI server (everything after the program)."""
+    flags = [*sm_vllm_flags(env), *extra]
+    return [
+        "--model",
+        resolve_model(env, model_dir_entries),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port(env)),
+        *flags,
+        *tensor_parallel_args(env, visible_gpus, flags),
+        *quiet_ping_args(flags),
+        "--middleware",
+        MIDDLEWARE,
+    ]

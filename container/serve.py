@@ -1,0 +1,66 @@
+"""`serve`: read the container's environment, build vLLM's server command, and exec it.
+
+The rules live in `env_args` and `hardware`; this module only gathers the machine's facts,
+prints or execs the result, and turns a configuration error into one clear message.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from container import env_args, hardware
+
+# vLLM 0.32 moved its OpenAI server here; older releases only have the deprecated path.
+SERVER_MODULES = (
+    "vllm.entrypoints.launchers.api_server.entry",
+    "vllm.entrypoints.openai.api_server",
+)
+
+
+def server_module() -> str:
+    """The first of SERVER_MODULES that the installed vLLM ships (found without importing vLLM)."""
+    spec = importlib.util.find_spec("vllm")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    for module in SERVER_MODULES:
+        relative = os.path.join(*module.split(".")[1:]) + ".py"
+        if any(os.path.exists(os.path.join(root, relative)) for root in roots):
+            return module
+    return SERVER_MODULES[-1]
+
+
+def server_command(
+    env: Mapping[str, str], extra: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The command line of vLLM's OpenAI server and the variables to add to its environment."""
+    gpus = hardware.visible_gpu_count(env, hardware.dev_entries())
+    try:
+        entries = os.listdir(env_args.model_dir(env))
+    except OSError:
+        entries = []
+    args = env_args.server_args(env, entries, gpus, extra)
+    added = hardware.engine_env(env, gpus, hardware.mem_available_bytes())
+    return [sys.executable, "-m", server_module(), *args], added
+
+
+def run(extra: Sequence[str], dry_run: bool) -> int:
+    """Print the resolved command (`dry_run`) or replace this process with the server."""
+    try:
+        command, added = server_command(os.environ, extra)
+    except env_args.ConfigError as error:
+        print(f"serve: {error}", file=sys.stderr)
+        return 2
+    if dry_run:
+        print(json.dumps(command))
+        if added:
+            print(
+                "serve: would set " + " ".join(f"{k}={v}" for k, v in added.items()),
+                file=sys.stderr,
+            )
+        return 0
+    for key, value in added.items():
+        print(f"serve: {key}={value} (no GPU visible; set it to override)", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(command[0], command, {**os.environ, **added})

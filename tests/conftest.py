@@ -1,0 +1,52 @@
+"""Session fixtures: the test models, and one real `serve` process per model.
+
+All engines start together the first time any of them is needed, and stop at the end of the
+session, so the suite pays each engine's start-up once.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import model_factory, servers
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "chat": model_factory.make_chat_model(root / "tiny-llama"),
+        "score": model_factory.make_cross_encoder(root / "tiny-cross-encoder"),
+        "embed": model_factory.embedder_path(),
+    }
+
+
+@pytest.fixture(scope="session")
+def engines(
+    models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, servers.Server]]:
+    log_dir = tmp_path_factory.mktemp("logs")
+    running = {name: servers.start(name, path, log_dir) for name, path in models.items()}
+    try:
+        for server in running.values():
+            server.wait_ready()
+        yield running
+    finally:
+        for server in running.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def chat_server(engines: dict[str, servers.Server]) -> servers.Server:
+    return engines["chat"]
+
+
+@pytest.fixture(scope="session")
+def embed_server(engines: dict[str, servers.Server]) -> servers.Server:
+    return engines["embed"]
+
+
+@pytest.fixture(scope="session")
+def score_server(engines: dict[str, servers.Server]) -> servers.Server:
+    return engines["score"]

@@ -1,0 +1,96 @@
+"""Real `serve` processes for tests: start, wait for /ping, stop."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+SERVE = str(Path(sys.executable).with_name("serve"))
+START_TIMEOUT_S = 600
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_env(model: Path | str, port: int, **extra: str) -> dict[str, str]:
+    """The environment a SageMaker-like start of `serve` gets, sized for the test machine."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SM_VLLM_")}
+    env.update(
+        SM_VLLM_MODEL=str(model),
+        SAGEMAKER_BIND_TO_PORT=str(port),
+        VLLM_CPU_KVCACHE_SPACE="1",
+        HF_HUB_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Server:
+    """One running `serve` process and where to reach it."""
+
+    name: str
+    model: str
+    port: int
+    log_path: Path
+    process: subprocess.Popen = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.process.returncode}:\n" + self.log_tail()
+                )
+            try:
+                if httpx.get(self.url + "/ping", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise TimeoutError(f"{self.name} not ready after {timeout} s:\n" + self.log_tail())
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM, as SageMaker sends it; SIGKILL the group if it outlives `timeout`."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        return self.process.returncode
+
+
+def start(
+    name: str, model: Path | str, log_dir: Path, args: tuple[str, ...] = (), **env: str
+) -> Server:
+    """Start `serve` for `model` on a free port (not waiting for it to be ready)."""
+    port = free_port()
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [SERVE, "serve", *args],
+            env=serve_env(model, port, **env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Server(name, str(model), port, log_path, process)

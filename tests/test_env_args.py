@@ -1,0 +1,163 @@
+"""The env -> argv rules, as a table of cases."""
+
+import pytest
+
+from container import env_args, hardware
+from container.env_args import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"SM_VLLM_ENABLE_PREFIX_CACHING": "true"}, ["--enable-prefix-caching"]),
+        ({"SM_VLLM_ENABLE_PREFIX_CACHING": "TRUE"}, ["--enable-prefix-caching"]),
+        ({"SM_VLLM_DISABLE_LOG_STATS": "false"}, []),
+        ({"SM_VLLM_DISABLE_LOG_STATS": "False"}, []),
+        ({"SM_VLLM_TRUST_REMOTE_CODE": ""}, ["--trust-remote-code"]),
+        ({"SM_VLLM_MAX_MODEL_LEN": "4096"}, ["--max-model-len", "4096"]),
+        ({"SM_VLLM_SERVED_MODEL_NAME": "my model"}, ["--served-model-name", "my model"]),
+        ({"SM_VLLM_SERVED_MODEL_NAME": '["a", "b c"]'}, ["--served-model-name", "a", "b c"]),
+        ({"SM_VLLM_CUDA_GRAPH_SIZES": "[1, 2, 4]"}, ["--cuda-graph-sizes", "1", "2", "4"]),
+        ({"SM_VLLM_X": "[not json"}, ["--x", "[not json"]),
+        (
+            {"SM_VLLM_SPECULATIVE_CONFIG": '{"method": "ngram"}'},
+            ["--speculative-config", '{"method": "ngram"}'],
+        ),
+        ({"SM_VLLM_B": "1", "SM_VLLM_A": "2"}, ["--a", "2", "--b", "1"]),
+        ({"SM_VLLM_MODEL": "m", "SM_VLLM_PORT": "9000", "SM_VLLM_HOST": "1.2.3.4"}, []),
+        ({"SM_VLLM_": "x", "VLLM_FOO": "1", "HF_MODEL_ID": "m"}, []),
+    ],
+)
+def test_sm_vllm_flags(env: dict[str, str], expected: list[str]) -> None:
+    assert env_args.sm_vllm_flags(env) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "entries", "expected"),
+    [
+        ({"SM_VLLM_MODEL": "org/m", "HF_MODEL_ID": "other"}, ["config.json"], "org/m"),
+        ({"HF_MODEL_ID": "org/m"}, ["config.json"], "/opt/ml/model"),
+        ({"HF_MODEL_ID": "org/m", "SAGEMAKER_MODEL_DIR": "/tmp/x"}, ["a"], "/tmp/x"),
+        ({"HF_MODEL_ID": "org/m"}, [], "org/m"),
+        ({"SM_VLLM_MODEL": "", "HF_MODEL_ID": "org/m"}, [], "org/m"),
+    ],
+)
+def test_resolve_model(env: dict[str, str], entries: list[str], expected: str) -> None:
+    assert env_args.resolve_model(env, entries) == expected
+
+
+def test_no_model_names_every_source() -> None:
+    with pytest.raises(ConfigError) as error:
+        env_args.resolve_model({}, [])
+    for source in ("SM_VLLM_MODEL", "/opt/ml/model", "HF_MODEL_ID"):
+        assert source in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, 8080),
+        ({"SAGEMAKER_BIND_TO_PORT": "9001"}, 9001),
+        ({"SAGEMAKER_BIND_TO_PORT": ""}, 8080),
+    ],
+)
+def test_port(env: dict[str, str], expected: int) -> None:
+    assert env_args.port(env) == expected
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "70000", "-1"])
+def test_bad_port(value: str) -> None:
+    with pytest.raises(ConfigError, match="SAGEMAKER_BIND_TO_PORT"):
+        env_args.port({"SAGEMAKER_BIND_TO_PORT": value})
+
+
+@pytest.mark.parametrize(
+    ("env", "gpus", "given", "expected"),
+    [
+        ({}, 0, [], []),
+        ({}, 1, [], []),
+        ({}, 4, [], ["--tensor-parallel-size", "4"]),
+        ({"SM_NUM_GPUS": "2"}, 8, [], ["--tensor-parallel-size", "2"]),
+        ({"SM_NUM_GPUS": "2"}, 8, ["--tensor-parallel-size", "8"], []),
+        ({}, 4, ["-tp", "2"], []),
+        ({}, 4, ["--tensor-parallel-size=2"], []),
+    ],
+)
+def test_tensor_parallel(
+    env: dict[str, str], gpus: int, given: list[str], expected: list[str]
+) -> None:
+    assert env_args.tensor_parallel_args(env, gpus, given) == expected
+
+
+def test_bad_sm_num_gpus() -> None:
+    with pytest.raises(ConfigError, match="SM_NUM_GPUS"):
+        env_args.tensor_parallel_args({"SM_NUM_GPUS": "all"}, 0, [])
+
+
+def test_server_args_acceptance_example() -> None:
+    env = {
+        "SM_VLLM_MODEL": "/m",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "2",
+        "SM_VLLM_ENABLE_PREFIX_CACHING": "true",
+        "SM_VLLM_DISABLE_LOG_STATS": "false",
+        "SM_VLLM_SERVED_MODEL_NAME": "my model",
+    }
+    args = env_args.server_args(env, [], visible_gpus=8, extra=["--seed", "1"])
+    assert args == [
+        "--model",
+        "/m",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+        "--enable-prefix-caching",
+        "--served-model-name",
+        "my model",
+        "--tensor-parallel-size",
+        "2",
+        "--seed",
+        "1",
+        "--disable-access-log-for-endpoints",
+        "/ping",
+        "--middleware",
+        "handler.SageMakerMiddleware",
+    ]
+
+
+def test_user_access_log_choice_wins() -> None:
+    env = {"SM_VLLM_MODEL": "m", "SM_VLLM_DISABLE_ACCESS_LOG_FOR_ENDPOINTS": "/ping,/metrics"}
+    args = env_args.server_args(env, [], 0)
+    assert args.count("--disable-access-log-for-endpoints") == 1
+    assert args[args.index("--disable-access-log-for-endpoints") + 1] == "/ping,/metrics"
+
+
+@pytest.mark.parametrize(
+    ("env", "dev", "expected"),
+    [
+        ({}, ["null", "tty"], 0),
+        ({}, ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"], 2),
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, ["nvidia0"], 3),
+        ({"CUDA_VISIBLE_DEVICES": ""}, ["nvidia0"], 0),
+    ],
+)
+def test_visible_gpu_count(env: dict[str, str], dev: list[str], expected: int) -> None:
+    assert hardware.visible_gpu_count(env, dev) == expected
+
+
+GIB = hardware.GIB
+
+
+@pytest.mark.parametrize(
+    ("env", "gpus", "available", "expected"),
+    [
+        ({}, 0, 24 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "6"}),
+        ({}, 0, 2 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "1"}),
+        ({}, 0, 1024 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "64"}),
+        ({"VLLM_CPU_KVCACHE_SPACE": "3"}, 0, 24 * GIB, {}),
+        ({}, 1, 24 * GIB, {}),
+    ],
+)
+def test_engine_env(
+    env: dict[str, str], gpus: int, available: int, expected: dict[str, str]
+) -> None:
+    assert hardware.engine_env(env, gpus, available) == expected

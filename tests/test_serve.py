@@ -1,0 +1,169 @@
+"""`serve` as SageMaker starts it: the resolved command, configuration errors, real engines."""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import psutil
+
+from tests import servers
+from tests.model_factory import embedder_path
+
+
+def run_serve(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SM_VLLM_", "HF_MODEL_ID", "SAGEMAKER_"))
+    }
+    return subprocess.run(
+        [servers.SERVE, *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_dry_run_prints_the_vllm_command() -> None:
+    result = run_serve(
+        "serve",
+        "--dry-run",
+        SM_VLLM_MODEL="/m",
+        SM_VLLM_TENSOR_PARALLEL_SIZE="2",
+        SM_VLLM_ENABLE_PREFIX_CACHING="true",
+        SM_VLLM_DISABLE_LOG_STATS="false",
+        SM_VLLM_SERVED_MODEL_NAME="my model",
+    )
+    assert result.returncode == 0, result.stderr
+    command = json.loads(result.stdout)
+    assert all(isinstance(arg, str) for arg in command)
+    assert command[command.index("--tensor-parallel-size") + 1] == "2"
+    assert command[command.index("--port") + 1] == "8080"
+    assert command[command.index("--served-model-name") + 1] == "my model"
+    assert command[command.index("--middleware") + 1] == "handler.SageMakerMiddleware"
+    assert "--enable-prefix-caching" in command
+    assert "--disable-log-stats" not in command
+
+
+def test_vllm_sagemaker_serve_passes_extra_arguments() -> None:
+    result = subprocess.run(
+        [
+            str(Path(servers.SERVE).with_name("vllm-sagemaker")),
+            "serve",
+            "--dry-run",
+            "--max-model-len",
+            "512",
+        ],
+        env={**os.environ, "HF_MODEL_ID": "org/model", "SAGEMAKER_BIND_TO_PORT": "9005"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    command = json.loads(result.stdout)
+    assert command[command.index("--model") + 1] == "org/model"
+    assert command[command.index("--port") + 1] == "9005"
+    assert command[command.index("--max-model-len") + 1] == "512"
+
+
+def test_model_directory_wins_over_hf_model_id(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    result = run_serve("--dry-run", HF_MODEL_ID="org/m", SAGEMAKER_MODEL_DIR=str(tmp_path))
+    command = json.loads(result.stdout)
+    assert command[command.index("--model") + 1] == str(tmp_path)
+
+
+def test_no_model_fails_with_one_clear_message(tmp_path: Path) -> None:
+    result = run_serve("serve", SAGEMAKER_MODEL_DIR=str(tmp_path / "missing"))
+    assert result.returncode != 0
+    assert result.stdout == ""
+    for source in ("SM_VLLM_MODEL", "/opt/ml/model", "HF_MODEL_ID"):
+        assert source in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_chat_model_answers(chat_server: servers.Server) -> None:
+    assert httpx.get(chat_server.url + "/ping").status_code == 200
+    client = openai.OpenAI(base_url=chat_server.url + "/v1", api_key="unused")
+    answer = client.chat.completions.create(
+        model=chat_server.model,
+        messages=[{"role": "user", "content": "Hello"}],
+        max_tokens=5,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
+    assert answer.choices[0].finish_reason == "length"
+    assert answer.usage is not None and answer.usage.completion_tokens == 5
+
+
+def test_embedder_gives_real_embeddings(embed_server: servers.Server) -> None:
+    client = openai.OpenAI(base_url=embed_server.url + "/v1", api_key="unused")
+    texts = [
+        "A cat sits on the mat",
+        "A kitten is resting on a rug",
+        "The stock market fell sharply today",
+    ]
+    vectors = [
+        d.embedding for d in client.embeddings.create(model=embed_server.model, input=texts).data
+    ]
+
+    def cosine(a: list[float], b: list[float]) -> float:
+        dot = sum(x * y for x, y in zip(a, b, strict=True))
+        return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
+
+    assert len(vectors[0]) == 384
+    assert cosine(vectors[0], vectors[1]) > 0.5
+    assert cosine(vectors[0], vectors[2]) < 0.3
+
+
+def test_cross_encoder_reranks(score_server: servers.Server) -> None:
+    response = httpx.post(
+        score_server.url + "/rerank",
+        json={"query": "cat", "documents": ["a cat sits", "the stock market", "hello"]},
+    )
+    assert response.status_code == 200
+    assert sorted(r["index"] for r in response.json()["results"]) == [0, 1, 2]
+
+
+def test_ping_is_not_in_the_access_log(embed_server: servers.Server) -> None:
+    for _ in range(3):
+        assert httpx.get(embed_server.url + "/ping").status_code == 200
+    httpx.get(embed_server.url + "/v1/models")
+    time.sleep(0.5)
+    log = embed_server.log_path.read_text()
+    assert '"GET /v1/models HTTP/1.1" 200' in log
+    assert '"GET /ping HTTP/1.1"' not in log
+
+
+def test_sigterm_stops_the_server_and_its_engine(tmp_path: Path) -> None:
+    server = servers.start("sigterm", embedder_path(), tmp_path)
+    try:
+        server.wait_ready()
+        family = [server.process.pid] + [
+            child.pid for child in psutil.Process(server.process.pid).children(recursive=True)
+        ]
+        assert len(family) > 1, "expected vLLM's engine process under the server"
+        started = time.monotonic()
+        server.process.terminate()
+        server.process.wait(timeout=30)
+        assert time.monotonic() - started < 30
+        time.sleep(1)
+        assert not [
+            pid
+            for pid in family
+            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        ]
+    finally:
+        server.stop(timeout=5)
+
+
+def test_ping_is_empty_and_quick(embed_server: servers.Server) -> None:
+    started = time.monotonic()
+    assert httpx.get(embed_server.url + "/ping", timeout=2).content == b""
+    assert time.monotonic() - started < 2
