@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_parser(
         commands.add_parser(
             "serve",
-            help="start vLLM's OpenAI server configured from the environment (SageMaker's entrypoint)",
+            help="start vLLM's OpenAI server configured from the environment",
             description="Start vLLM's OpenAI server configured from SM_VLLM_* and SageMaker "
             "variables. Arguments this command does not know pass through to vLLM.",
         )
