@@ -1,0 +1,52 @@
+"""How answers are written: OpenAI batch output lines, and TGI answers from completions."""
+
+import json
+import uuid
+from typing import Any
+
+from handler import tgi
+from handler.errors import RequestError
+from handler.routing import Answer
+
+
+def batch_output_line(
+    custom_id: str, status: int, request_id: str, body: bytes, is_json: bool
+) -> bytes:
+    """A route's answer as a run_batch / OpenAI batch output line.
+
+    The route's status goes into `response.status_code`; an error answer's body keeps its
+    `{"error": ...}` and the line's `error` stays null, as OpenAI writes it. A JSON answer is
+    spliced in as it came; anything else (a plain-text error) becomes a JSON string.
+    """
+    if not is_json:
+        body = json.dumps(body.decode("utf-8", "replace")).encode()
+    head = json.dumps({"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": custom_id})[:-1]
+    response = json.dumps({"status_code": status, "request_id": request_id})[:-1]
+    return (
+        head.encode()
+        + b', "response": '
+        + response.encode()
+        + b', "body": '
+        + (body.strip() or b"null")
+        + b'}, "error": null}'
+    )
+
+
+def batch_error_line(custom_id: str | None, error: RequestError) -> bytes:
+    """A batch line that never reached a route: `response` null, `error` {code, message}."""
+    return json.dumps(
+        {
+            "id": f"batch_req_{uuid.uuid4().hex}",
+            "custom_id": custom_id,
+            "response": None,
+            "error": {"code": error.code, "message": error.message},
+        }
+    ).encode()
+
+
+def shaped(answer: Answer, status: int, body: bytes) -> bytes:
+    """The client's body for a route's answer: unchanged, or TGI's shape for a success."""
+    if answer is Answer.PLAIN or status != 200:
+        return body
+    completion: Any = json.loads(body)
+    return json.dumps(tgi.from_completion(completion, answer is Answer.TGI_DETAILS)).encode()

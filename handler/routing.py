@@ -1,0 +1,130 @@
+"""Which vLLM route answers a record, and with which body.
+
+Explicit routing beats guessing, in this order:
+1. an OpenAI batch line (`{"custom_id", "method", "url", "body"}`) goes to its `url`;
+2. `route=/v1/...` in `X-Amzn-SageMaker-Custom-Attributes` (the AWS vLLM images' convention);
+3. `SAGEMAKER_INVOCATIONS_ROUTE`, fixed for the whole container (Batch Transform sends no headers);
+4. otherwise the request kinds of `handler.kinds`, tried in table order.
+Only inference routes can be named explicitly; administrative routes are refused, never called.
+"""
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from handler import kinds, tgi
+from handler.errors import RequestError
+
+
+class Answer(Enum):
+    """How the route's answer is shaped for the client."""
+
+    PLAIN = "plain"
+    TGI = "tgi"
+    TGI_DETAILS = "tgi-details"
+
+
+@dataclass(frozen=True)
+class Target:
+    route: str
+    body: bytes
+    answer: Answer = Answer.PLAIN
+    custom_id: str | None = None
+
+    @property
+    def is_batch_line(self) -> bool:
+        return self.custom_id is not None
+
+
+@dataclass(frozen=True)
+class BatchLineError(Exception):
+    """A batch line that cannot reach a route; it is answered in the batch output format."""
+
+    custom_id: str
+    error: RequestError
+
+
+def custom_attributes(header: str | None) -> dict[str, str]:
+    """`a=1, route=/v1/embeddings, flag` -> {"a": "1", "route": "/v1/embeddings", "flag": ""}."""
+    pairs: dict[str, str] = {}
+    for item in (header or "").split(","):
+        key, _, value = item.strip().partition("=")
+        if key:
+            pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def checked_route(route: str, served: Collection[str], param: str) -> str:
+    """`route` when it is an inference route this model serves, else a 400 that says why."""
+    path = route.split("?", 1)[0]
+    if path not in kinds.INFERENCE_ROUTES:
+        allowed = ", ".join(sorted(kinds.INFERENCE_ROUTES))
+        raise RequestError(
+            400,
+            f"route {route!r} cannot be reached through /invocations; "
+            f"inference routes are: {allowed}",
+            "route_not_allowed",
+            param,
+        )
+    if path not in served:
+        raise RequestError(
+            400,
+            f"this model does not serve {path}; it serves: {', '.join(sorted(served))}",
+            "route_not_served",
+            param,
+        )
+    return path
+
+
+def is_batch_line(record: Any) -> bool:
+    return isinstance(record, dict) and "custom_id" in record and "body" in record
+
+
+def batch_line_target(record: dict[str, Any], served: Collection[str]) -> Target:
+    """The target of an OpenAI batch line; errors carry its custom_id."""
+    custom_id = record["custom_id"]
+    if not isinstance(custom_id, str) or not custom_id:
+        raise BatchLineError(
+            str(custom_id),
+            RequestError(
+                400, "custom_id must be a non-empty string", "invalid_custom_id", "custom_id"
+            ),
+        )
+    try:
+        method, url, body = record.get("method", "POST"), record.get("url"), record["body"]
+        if method != "POST":
+            raise RequestError(
+                400, f"method must be POST, got {method!r}", "invalid_method", "method"
+            )
+        if not isinstance(url, str):
+            raise RequestError(
+                400, "url must name the route, e.g. /v1/chat/completions", "missing_url", "url"
+            )
+        route = checked_route(url, served, "url")
+        if not isinstance(body, dict):
+            raise RequestError(400, "body must be a JSON object", "invalid_body", "body")
+        if body.get("stream"):
+            raise RequestError(
+                400,
+                'batch lines cannot stream; remove "stream": true',
+                "stream_not_supported",
+                "body.stream",
+            )
+    except RequestError as error:
+        raise BatchLineError(custom_id, error) from None
+    return Target(route, json.dumps(body).encode(), custom_id=custom_id)
+
+
+def target(record: Any, raw: bytes, route_hint: str | None, served: Collection[str]) -> Target:
+    """Where `record` (parsed from `raw`) goes, by the precedence in this module's docstring."""
+    if is_batch_line(record):
+        return batch_line_target(record, served)
+    if route_hint:
+        return Target(checked_route(route_hint, served, "route"), raw)
+    kind = kinds.choose(record, served)
+    if kind is kinds.TGI:
+        answer = Answer.TGI_DETAILS if tgi.wants_details(record) else Answer.TGI
+        return Target(kind.route, json.dumps(tgi.to_completion(record)).encode(), answer)
+    return Target(kind.route, raw)
