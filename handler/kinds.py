@@ -149,7 +149,7 @@ def choose(body: Body, served: Collection[str]) -> Kind:
     what = (
         "matches no request kind this model serves"
         if isinstance(body, dict)
-        else ("not a JSON object")
+        else ("is not a JSON object")
     )
     raise RequestError(
         400,

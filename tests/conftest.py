@@ -11,6 +11,10 @@ import pytest
 
 from tests import model_factory, servers
 
+# The cross-encoder's server requires this key, so auth is tested on a real engine.
+API_KEY = "test-key"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -27,7 +31,11 @@ def engines(
     models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, servers.Server]]:
     log_dir = tmp_path_factory.mktemp("logs")
-    running = {name: servers.start(name, path, log_dir) for name, path in models.items()}
+    keys = {"score": {"SM_VLLM_API_KEY": API_KEY}}
+    running = {
+        name: servers.start(name, path, log_dir, **keys.get(name, {}))
+        for name, path in models.items()
+    }
     try:
         for server in running.values():
             server.wait_ready()

@@ -1,16 +1,20 @@
 """`serve` as SageMaker starts it: the resolved command, configuration errors, real engines."""
 
+import contextlib
 import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import openai
 import psutil
+import pytest
 
 from tests import servers
+from tests.conftest import AUTH
 from tests.model_factory import embedder_path
 
 
@@ -125,6 +129,7 @@ def test_embedder_gives_real_embeddings(embed_server: servers.Server) -> None:
 def test_cross_encoder_reranks(score_server: servers.Server) -> None:
     response = httpx.post(
         score_server.url + "/rerank",
+        headers=AUTH,
         json={"query": "cat", "documents": ["a cat sits", "the stock market", "hello"]},
     )
     assert response.status_code == 200
@@ -141,26 +146,52 @@ def test_ping_is_not_in_the_access_log(embed_server: servers.Server) -> None:
     assert '"GET /ping HTTP/1.1"' not in log
 
 
-def test_sigterm_stops_the_server_and_its_engine(tmp_path: Path) -> None:
-    server = servers.start("sigterm", embedder_path(), tmp_path)
+@pytest.fixture(scope="module")
+def disposable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, servers.Server]]:
+    """Two embedders the tests below may stop or break, started together."""
+    log_dir = tmp_path_factory.mktemp("disposable")
+    running = {name: servers.start(name, embedder_path(), log_dir) for name in ("term", "dead")}
     try:
-        server.wait_ready()
-        family = [server.process.pid] + [
-            child.pid for child in psutil.Process(server.process.pid).children(recursive=True)
-        ]
-        assert len(family) > 1, "expected vLLM's engine process under the server"
-        started = time.monotonic()
-        server.process.terminate()
-        server.process.wait(timeout=30)
-        assert time.monotonic() - started < 30
-        time.sleep(1)
-        assert not [
-            pid
-            for pid in family
-            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        ]
+        for server in running.values():
+            server.wait_ready()
+        yield running
     finally:
-        server.stop(timeout=5)
+        for server in running.values():
+            server.stop(timeout=5)
+
+
+def engine_family(server: servers.Server) -> list[psutil.Process]:
+    return [
+        psutil.Process(server.process.pid),
+        *psutil.Process(server.process.pid).children(recursive=True),
+    ]
+
+
+def test_sigterm_stops_the_server_and_its_engine(disposable: dict[str, servers.Server]) -> None:
+    server = disposable["term"]
+    family = engine_family(server)
+    assert any("EngineCore" in " ".join(p.cmdline()) for p in family)
+    started = time.monotonic()
+    server.process.terminate()
+    server.process.wait(timeout=30)
+    assert time.monotonic() - started < 30
+    time.sleep(1)
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_dead_engine_fails_ping_and_exits_non_zero(disposable: dict[str, servers.Server]) -> None:
+    server = disposable["dead"]
+    [engine] = [p for p in engine_family(server) if "EngineCore" in " ".join(p.cmdline())]
+    engine.kill()
+    engine.wait(10)
+    deadline = time.monotonic() + 10
+    statuses = []
+    while server.process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            statuses.append(httpx.get(server.url + "/ping", timeout=2).status_code)
+        time.sleep(0.2)
+    assert 503 in statuses and 200 not in statuses[statuses.index(503) :]
+    assert server.process.wait(timeout=20) != 0
 
 
 def test_ping_is_empty_and_quick(embed_server: servers.Server) -> None:
