@@ -48,13 +48,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        running = {
-            "embed": servers.start("embed", model_factory.embedder_path(), root),
-            "chat": servers.start("chat", model_factory.make_chat_model(root / "chat"), root),
+        models = {
+            "embed": model_factory.embedder_path(),
+            "chat": model_factory.make_chat_model(root / "chat"),
         }
-        try:
-            for server in running.values():
-                server.wait_ready()
+        with servers.running(models, root) as running:
             cases = [
                 ("one-line embedding", running["embed"], "/v1/embeddings", {"input": "hello"}),
                 (
@@ -75,9 +73,6 @@ def main() -> None:
                 print(
                     f"{name:24} {direct * 1000:10.3f} {routed * 1000:16.3f} {routed / direct:7.3f}"
                 )
-        finally:
-            for server in running.values():
-                server.stop()
 
 
 if __name__ == "__main__":

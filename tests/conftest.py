@@ -31,18 +31,8 @@ def engines(
     models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, servers.Server]]:
     log_dir = tmp_path_factory.mktemp("logs")
-    keys = {"score": {"SM_VLLM_API_KEY": API_KEY}}
-    running = {
-        name: servers.start(name, path, log_dir, **keys.get(name, {}))
-        for name, path in models.items()
-    }
-    try:
-        for server in running.values():
-            server.wait_ready()
+    with servers.running(models, log_dir, {"score": {"SM_VLLM_API_KEY": API_KEY}}) as running:
         yield running
-    finally:
-        for server in running.values():
-            server.stop()
 
 
 @pytest.fixture(scope="session")

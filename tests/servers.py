@@ -1,11 +1,13 @@
 """Real `serve` processes for tests: start, wait for /ping, stop."""
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,18 +81,38 @@ class Server:
         return self.process.returncode
 
 
-def start(
-    name: str, model: Path | str, log_dir: Path, args: tuple[str, ...] = (), **env: str
-) -> Server:
+def start(name: str, model: Path | str, log_dir: Path, **env: str) -> Server:
     """Start `serve` for `model` on a free port (not waiting for it to be ready)."""
     port = free_port()
     log_path = log_dir / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [SERVE, "serve", *args],
+            [SERVE, "serve"],
             env=serve_env(model, port, **env),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     return Server(name, str(model), port, log_path, process)
+
+
+@contextlib.contextmanager
+def running(
+    models: Mapping[str, Path | str],
+    log_dir: Path,
+    env: Mapping[str, Mapping[str, str]] | None = None,
+) -> Iterator[dict[str, Server]]:
+    """Start one server per model together, wait until all answer /ping, stop them at the end.
+
+    `env` adds variables to the named servers' environments."""
+    started = {
+        name: start(name, model, log_dir, **(env or {}).get(name, {}))
+        for name, model in models.items()
+    }
+    try:
+        for server in started.values():
+            server.wait_ready()
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()

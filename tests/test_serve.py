@@ -149,15 +149,11 @@ def test_ping_is_not_in_the_access_log(embed_server: servers.Server) -> None:
 @pytest.fixture(scope="module")
 def disposable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, servers.Server]]:
     """Two embedders the tests below may stop or break, started together."""
-    log_dir = tmp_path_factory.mktemp("disposable")
-    running = {name: servers.start(name, embedder_path(), log_dir) for name in ("term", "dead")}
-    try:
-        for server in running.values():
-            server.wait_ready()
+    model = embedder_path()
+    with servers.running(
+        {"term": model, "dead": model}, tmp_path_factory.mktemp("disposable")
+    ) as running:
         yield running
-    finally:
-        for server in running.values():
-            server.stop(timeout=5)
 
 
 def engine_family(server: servers.Server) -> list[psutil.Process]:
