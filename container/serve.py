@@ -1,7 +1,8 @@
 """`serve`: read the container's environment, build vLLM's server command, and exec it.
 
 The rules live in `env_args` and `hardware`; this module only gathers the machine's facts,
-prints or execs the result, and turns a configuration error into one clear message.
+prints or execs the result, and turns a configuration error (of the server or of the handler
+that will run inside it) into one clear message before anything starts.
 """
 
 import importlib.util
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from container import env_args, hardware
+from handler.config import Config
 
 # vLLM 0.32 moved its OpenAI server here; older releases only have the deprecated path.
 SERVER_MODULES = (
@@ -47,6 +49,7 @@ def server_command(
 def run(extra: Sequence[str], dry_run: bool) -> int:
     """Print the resolved command (`dry_run`) or replace this process with the server."""
     try:
+        Config.from_env(os.environ)
         command, added = server_command(os.environ, extra)
     except env_args.ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)

@@ -1,19 +1,25 @@
 """The handler's settings, read once from the environment when vLLM builds its app.
 
 vLLM installs middleware with `app.add_middleware(Class)` and no arguments, so the environment is
-how `serve` and the user configure the handler.
+how `serve` and the user configure the handler. `serve` reads it too before starting vLLM, so a
+bad value stops the container at once with a clear message (ConfigError).
 """
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from container.env_args import flag_values
+from container.env_args import ConfigError, flag_values
+from handler import execution_parameters
+from handler.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
 REALTIME_PAYLOAD_MB = 6
 BATCH_PAYLOAD_MB = 100
 MAX_JSON_DEPTH = 64
+DEFAULT_RECORDS_IN_FLIGHT = 1024
+# 90 % of SageMaker's default InvocationsTimeoutInSeconds (600 s).
+DEFAULT_MINI_BATCH_TIMEOUT_S = 540.0
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,9 @@ class Config:
     max_payload_bytes: int
     fixed_route: str | None
     batch: bool
+    records_in_flight: int
+    mini_batch_timeout_s: float
+    execution_parameters: ExecutionParameters
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
@@ -32,6 +41,10 @@ class Config:
             max_payload_bytes=payload_limit_mb(env, batch) * MIB,
             fixed_route=env.get("SAGEMAKER_INVOCATIONS_ROUTE") or None,
             batch=batch,
+            records_in_flight=positive_int(env, "SAGEMAKER_MAX_RECORDS_IN_FLIGHT")
+            or DEFAULT_RECORDS_IN_FLIGHT,
+            mini_batch_timeout_s=mini_batch_timeout_s(env),
+            execution_parameters=execution_parameters.from_env(env),
         )
 
 
@@ -45,7 +58,20 @@ def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
 def payload_limit_mb(env: Mapping[str, str], batch: bool) -> int:
     """SAGEMAKER_MAX_PAYLOAD_IN_MB when set, else SageMaker's own limit for the mode:
     6 MB for real-time requests, 100 MB for Batch Transform."""
-    raw = env.get("SAGEMAKER_MAX_PAYLOAD_IN_MB", "")
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return BATCH_PAYLOAD_MB if batch else REALTIME_PAYLOAD_MB
+    return positive_int(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB") or (
+        BATCH_PAYLOAD_MB if batch else REALTIME_PAYLOAD_MB
+    )
+
+
+def mini_batch_timeout_s(env: Mapping[str, str]) -> float:
+    """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else DEFAULT_MINI_BATCH_TIMEOUT_S."""
+    raw = env.get("SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS", "").strip()
+    if not raw:
+        return DEFAULT_MINI_BATCH_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ConfigError(f"SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS must be seconds > 0, got {raw!r}")
+    return value

@@ -1,11 +1,11 @@
-"""How answers are written: OpenAI batch output lines, and TGI answers from completions."""
+"""How answers are written: OpenAI batch output lines, JSON Lines records, and TGI answers."""
 
 import json
 import uuid
 from typing import Any
 
 from handler import tgi
-from handler.errors import RequestError
+from handler.errors import RequestError, error_body, status_phrase
 from handler.routing import Answer
 
 
@@ -50,3 +50,29 @@ def shaped(answer: Answer, status: int, body: bytes) -> bytes:
         return body
     completion: Any = json.loads(body)
     return json.dumps(tgi.from_completion(completion, answer is Answer.TGI_DETAILS)).encode()
+
+
+def one_line(body: bytes) -> bytes:
+    """A JSON document on one line (re-serialised only when it spans several)."""
+    body = body.strip()
+    if b"\n" in body or b"\r" in body:
+        return json.dumps(json.loads(body)).encode()
+    return body
+
+
+def record_line(answer: Answer, status: int, body: bytes, is_json: bool) -> bytes:
+    """A route's answer as one record of a JSON Lines answer: the (shaped) answer for a success,
+    OpenAI's error object for a failure (the engine's own when it sent one)."""
+    if status == 200 and is_json:
+        return one_line(shaped(answer, status, body))
+    if is_json:
+        try:
+            value = json.loads(body)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and "error" in value:
+            return one_line(body)
+    text = body.decode("utf-8", "replace").strip() or status_phrase(status)
+    if status == 200:
+        return json.dumps(text).encode()
+    return json.dumps(error_body(status, text, "engine_error")).encode()

@@ -1,8 +1,8 @@
 """SageMakerMiddleware: the pure ASGI class vLLM installs through `--middleware`.
 
-It owns `/ping` and `/invocations`, guards every non-health route with the API key when one is
-configured, refuses bodies over the payload limit with 413, and passes everything else to vLLM
-untouched.
+It owns `/ping`, `/execution-parameters` and `/invocations`, guards every non-health route with
+the API key when one is configured, refuses bodies over the payload limit with 413, and passes
+everything else to vLLM untouched.
 """
 
 import asyncio
@@ -14,11 +14,12 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handler import asgi_call, content_types
+from handler import asgi_call, content_types, jsonlines, minibatch
 from handler.auth import ApiKeys
 from handler.config import MIB, Config
 from handler.errors import RequestError
 from handler.formats import batch_error_line
+from handler.minibatch import CLIENT_GONE, Stop
 from handler.pipeline import Pipeline
 from handler.routing import Answer, BatchLineError, custom_attributes
 
@@ -28,6 +29,7 @@ PING_TIMEOUT_S = 1.5
 EXIT_DELAY_S = 0.5
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
 INFERENCE_ID = b"x-amzn-sagemaker-inference-id"
+JSON_LINES_MEDIA = b"application/jsonlines"
 
 
 class ClientGone(Exception):
@@ -66,6 +68,7 @@ class SageMakerMiddleware:
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
         self.pipeline = Pipeline(app)
+        self.slots = asyncio.Semaphore(self.config.records_in_flight)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -86,6 +89,8 @@ class SageMakerMiddleware:
             return
         if path == "/ping":
             await self.ping(scope, send)
+        elif path == "/execution-parameters" and method == "GET":
+            await respond(send, 200, self.config.execution_parameters.to_json())
         elif path == "/invocations" and method == "POST":
             await self.invocations(scope, receive, send)
         else:
@@ -133,25 +138,32 @@ class SageMakerMiddleware:
         ) or self.config.fixed_route
         try:
             framing = content_types.framing(_decoded(header(scope, b"content-type")))
-            if framing is content_types.Framing.JSON_LINES:
-                raise RequestError(
-                    415,
-                    "JSON Lines bodies are not accepted yet",
-                    "unsupported_media_type",
-                    "Content-Type",
-                )
             body = await self._read_body(receive)
         except RequestError as error:
             await respond_error(send, error, echo)
             return
         except ClientGone:
             return
-        disconnected = asyncio.Event()
-        watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
+        several = framing is content_types.Framing.JSON_LINES or jsonlines.holds_several_records(
+            body
+        )
+        stop = Stop()
+        watcher = asyncio.create_task(_watch_disconnect(receive, stop))
         try:
-            status = await self._answer(
-                scope, send, body, route_hint, request_id, echo, disconnected
-            )
+            if several:
+                status = await self._mini_batch(
+                    scope, send, jsonlines.split(body), route_hint, request_id, echo, stop
+                )
+            else:
+                status = await self._answer(
+                    scope,
+                    send,
+                    jsonlines.without_bom(body),
+                    route_hint,
+                    request_id,
+                    echo,
+                    stop.event,
+                )
         finally:
             watcher.cancel()
         logger.info(
@@ -160,6 +172,55 @@ class SageMakerMiddleware:
             status,
             (time.perf_counter() - started) * 1000,
         )
+
+    async def _mini_batch(
+        self,
+        scope: Scope,
+        send: Send,
+        records: list[bytes],
+        route_hint: str | None,
+        request_id: str,
+        echo: asgi_call.Headers,
+        stop: Stop,
+    ) -> int:
+        """A multi-record body: 200 and one JSON line per record, in order, streamed as each
+        prefix of records is done. Records still running at the deadline are aborted and
+        answered with a timeout error line, so SageMaker gets its answer before it gives up."""
+        headers = scope["headers"]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", JSON_LINES_MEDIA), *echo],
+            }
+        )
+        timeout_s = self.config.mini_batch_timeout_s
+        deadline = asyncio.get_running_loop().call_later(
+            timeout_s,
+            stop,
+            RequestError(
+                408,
+                f"the record did not finish within the mini-batch deadline of {timeout_s:g} s "
+                "(SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS)",
+                "timeout",
+            ),
+        )
+
+        async def answer(index: int) -> bytes:
+            return await self.pipeline.record(
+                scope, headers, records[index], route_hint, f"{request_id}-{index}", stop
+            )
+
+        async def emit(chunk: bytes) -> None:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        try:
+            await minibatch.answer_in_order(len(records), answer, self.slots, stop, emit)
+        finally:
+            deadline.cancel()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        logger.info("mini-batch %s: %d records", request_id, len(records))
+        return 200
 
     async def _answer(
         self,
@@ -239,9 +300,9 @@ def _decoded(value: bytes | None) -> str | None:
     return value.decode("latin-1") if value is not None else None
 
 
-async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event) -> None:
-    """Set `disconnected` when the client goes away (vLLM then aborts the request)."""
+async def _watch_disconnect(receive: Receive, stop: Stop) -> None:
+    """Stop the request when the client goes away (vLLM then aborts what is running)."""
     with contextlib.suppress(Exception):
         while (await receive())["type"] != "http.disconnect":
             pass
-    disconnected.set()
+    stop(CLIENT_GONE)

@@ -2,17 +2,22 @@
 
 Every entry point (a real-time request, a record of a Batch Transform mini-batch, a line of an
 offline batch file) goes through `Pipeline`: `target` decides the route, `answer` calls it
-in-process and shapes its answer.
+in-process and shapes its answer for one client, `record` does both for one record of a
+multi-record body and always returns its output line.
 """
 
 import asyncio
+import logging
 
 from starlette.types import ASGIApp, Scope
 
 from handler import asgi_call, formats, kinds, records, routing
-from handler.routing import Target
+from handler.errors import RequestError
+from handler.minibatch import Stop
+from handler.routing import BatchLineError, Target
 
 JSON_MEDIA = b"application/json"
+logger = logging.getLogger("vllm_sagemaker")
 
 
 class Pipeline:
@@ -42,11 +47,34 @@ class Pipeline:
         return reply.status != 404
 
     async def target(
-        self, scope: Scope, headers: asgi_call.Headers, raw: bytes, route_hint: str | None
+        self,
+        scope: Scope,
+        headers: asgi_call.Headers,
+        raw: bytes,
+        route_hint: str | None,
+        streams: bool = True,
     ) -> Target:
         """Parse one record and decide its route (raises RequestError or BatchLineError)."""
         served = await self.served(scope, headers)
-        return routing.target(records.parse(raw), raw, route_hint, served)
+        return routing.target(records.parse(raw), raw, route_hint, served, streams)
+
+    async def _call(
+        self,
+        scope: Scope,
+        headers: asgi_call.Headers,
+        target: Target,
+        request_id: str,
+        disconnected: asyncio.Event,
+    ) -> asgi_call.Reply:
+        return await asgi_call.call(
+            self.app,
+            scope,
+            "POST",
+            target.route,
+            target.body,
+            asgi_call.request_headers(headers, target.body, request_id),
+            disconnected,
+        )
 
     async def answer(
         self,
@@ -57,19 +85,69 @@ class Pipeline:
         disconnected: asyncio.Event,
     ) -> tuple[int, bytes]:
         """Call the target's route and shape its answer: (status, body)."""
-        reply = await asgi_call.call(
-            self.app,
-            scope,
-            "POST",
-            target.route,
-            target.body,
-            asgi_call.request_headers(headers, target.body, request_id),
-            disconnected,
-        )
+        reply = await self._call(scope, headers, target, request_id, disconnected)
         body = bytes(reply.body)
         if target.custom_id is not None:
-            is_json = (reply.header(b"content-type") or b"").startswith(JSON_MEDIA)
             return 200, formats.batch_output_line(
-                target.custom_id, reply.status, request_id, body, is_json
+                target.custom_id, reply.status, request_id, body, _is_json(reply)
             )
         return reply.status, formats.shaped(target.answer, reply.status, body)
+
+    async def record(
+        self,
+        scope: Scope,
+        headers: asgi_call.Headers,
+        raw: bytes,
+        route_hint: str | None,
+        request_id: str,
+        stop: Stop,
+    ) -> bytes:
+        """One record of a multi-record body -> its output line. Never raises: a bad record, an
+        engine error, a stop (deadline, client gone) or a bug each become that record's line."""
+        try:
+            target = await self.target(scope, headers, raw, route_hint, streams=False)
+        except BatchLineError as error:
+            return formats.batch_error_line(error.custom_id, error.error)
+        except RequestError as error:
+            return error.to_json()
+        except Exception as error:
+            logger.exception("record %s could not be routed", request_id)
+            return _internal(f"{type(error).__name__}: {error}").to_json()
+        try:
+            if stop.reason is None:
+                reply = await self._call(scope, headers, target, request_id, stop.event)
+                if stop.reason is None or not _aborted(reply):
+                    return self._line(target, reply, request_id)
+            return _failed(target, stop.reason or _internal("stopped without a reason"))
+        except Exception as error:
+            logger.exception("record %s failed", request_id)
+            return _failed(target, _internal(f"{type(error).__name__}: {error}"))
+
+    @staticmethod
+    def _line(target: Target, reply: asgi_call.Reply, request_id: str) -> bytes:
+        body, is_json = bytes(reply.body), _is_json(reply)
+        if target.custom_id is not None:
+            return formats.batch_output_line(
+                target.custom_id, reply.status, request_id, body, is_json
+            )
+        return formats.record_line(target.answer, reply.status, body, is_json)
+
+
+def _is_json(reply: asgi_call.Reply) -> bool:
+    return (reply.header(b"content-type") or b"").startswith(JSON_MEDIA)
+
+
+def _aborted(reply: asgi_call.Reply) -> bool:
+    """vLLM's cancellation wrapper answers an aborted request with no body or a JSON null."""
+    return bytes(reply.body).strip() in (b"", b"null")
+
+
+def _internal(message: str) -> RequestError:
+    return RequestError(500, f"internal error: {message}", "internal_error")
+
+
+def _failed(target: Target, error: RequestError) -> bytes:
+    """The line of a record that got no answer from its route."""
+    if target.custom_id is not None:
+        return formats.batch_error_line(target.custom_id, error)
+    return error.to_json()

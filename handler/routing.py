@@ -117,10 +117,23 @@ def batch_line_target(record: dict[str, Any], served: Collection[str]) -> Target
     return Target(route, json.dumps(body).encode(), custom_id=custom_id)
 
 
-def target(record: Any, raw: bytes, route_hint: str | None, served: Collection[str]) -> Target:
-    """Where `record` (parsed from `raw`) goes, by the precedence in this module's docstring."""
+def target(
+    record: Any, raw: bytes, route_hint: str | None, served: Collection[str], streams: bool = True
+) -> Target:
+    """Where `record` (parsed from `raw`) goes, by the precedence in this module's docstring.
+
+    `streams` is False for the records of a multi-record body: their answers are lines, so a
+    record asking for `"stream": true` is refused (one error line) rather than silently changed.
+    """
     if is_batch_line(record):
         return batch_line_target(record, served)
+    if not streams and isinstance(record, dict) and record.get("stream"):
+        raise RequestError(
+            400,
+            'records of a multi-record body cannot stream; remove "stream": true',
+            "stream_not_supported",
+            "stream",
+        )
     if route_hint:
         return Target(checked_route(route_hint, served, "route"), raw)
     kind = kinds.choose(record, served)

@@ -14,6 +14,16 @@ from tests import model_factory, servers
 # The cross-encoder's server requires this key, so auth is tested on a real engine.
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
+# A second chat server configured as SageMaker configures a transform job, with limits small
+# enough to observe: 4 records in flight, a 3 s mini-batch deadline, 2 MB payloads.
+BATCH_ENV = {
+    "SAGEMAKER_BATCH": "true",
+    "SAGEMAKER_MAX_PAYLOAD_IN_MB": "2",
+    "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "3",
+    "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
+    "SAGEMAKER_MAX_RECORDS_IN_FLIGHT": "4",
+    "SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS": "3",
+}
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +41,8 @@ def engines(
     models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, servers.Server]]:
     log_dir = tmp_path_factory.mktemp("logs")
-    with servers.running(models, log_dir, {"score": {"SM_VLLM_API_KEY": API_KEY}}) as running:
+    env = {"score": {"SM_VLLM_API_KEY": API_KEY}, "batch": BATCH_ENV}
+    with servers.running({**models, "batch": models["chat"]}, log_dir, env) as running:
         yield running
 
 
@@ -48,3 +59,8 @@ def embed_server(engines: dict[str, servers.Server]) -> servers.Server:
 @pytest.fixture(scope="session")
 def score_server(engines: dict[str, servers.Server]) -> servers.Server:
     return engines["score"]
+
+
+@pytest.fixture(scope="session")
+def batch_server(engines: dict[str, servers.Server]) -> servers.Server:
+    return engines["batch"]

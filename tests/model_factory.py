@@ -73,7 +73,7 @@ def make_chat_model(path: Path) -> Path:
         num_attention_heads=2,
         num_key_value_heads=2,
         head_dim=64,
-        max_position_embeddings=1024,
+        max_position_embeddings=4096,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,

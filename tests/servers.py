@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -53,6 +54,16 @@ class Server:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def metric(self, name: str, headers: Mapping[str, str] | None = None) -> float:
+        """The sum of a gauge or counter over its labels, from vLLM's /metrics."""
+        text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
+        pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
+        return sum(float(value) for value in re.findall(pattern, text, re.MULTILINE))
+
+    def in_engine(self) -> float:
+        """Requests the engine is running or has queued."""
+        return self.metric("vllm:num_requests_running") + self.metric("vllm:num_requests_waiting")
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout

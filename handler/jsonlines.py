@@ -1,0 +1,43 @@
+"""JSON Lines framing: how a multi-record body is split into records, in one rule.
+
+The rule, used for every multi-record body and by the local transform runner alike:
+1. a UTF-8 byte-order mark at the start of the body is dropped;
+2. the body is split at each LF; a CR just before an LF is dropped (CRLF line ends);
+3. every line is a record, blank lines included: a blank line is answered with an error line,
+   so output line N always answers input line N;
+4. what follows the last LF is a record only when it holds something other than whitespace, so a
+   final newline (or trailing blanks) adds no record;
+5. an empty body is one empty record.
+
+An `application/json` body is one record when it parses as one JSON document (pretty-printed
+JSON included); otherwise, when it has more than one non-blank line, it is JSON Lines.
+"""
+
+import json
+
+BOM = b"\xef\xbb\xbf"
+
+
+def without_bom(body: bytes) -> bytes:
+    return body[len(BOM) :] if body.startswith(BOM) else body
+
+
+def split(body: bytes) -> list[bytes]:
+    """The records of a JSON Lines body, by the rule in this module's docstring."""
+    lines = without_bom(body).split(b"\n")
+    if len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def holds_several_records(body: bytes) -> bool:
+    """Whether an `application/json` body is JSON Lines: more than one non-blank line and not
+    one JSON document."""
+    body = without_bom(body)
+    if sum(1 for line in body.splitlines() if line.strip()) < 2:
+        return False
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        return True
+    return False
