@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from container import serve
+from deploy import transform
 
 
 def _serve_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -32,6 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
             help="start vLLM's OpenAI server configured from the environment",
             description="Start vLLM's OpenAI server configured from SM_VLLM_* and SageMaker "
             "variables. Arguments this command does not know pass through to vLLM.",
+        )
+    )
+    transform.add_arguments(
+        commands.add_parser(
+            "transform",
+            help="run a Batch Transform job locally against a running container",
+            description="Run a SageMaker Batch Transform job against a running container (local "
+            "or remote), the way SageMaker drives it: /ping, /execution-parameters, then "
+            "mini-batches on /invocations. Inputs and outputs are local paths or s3:// prefixes. "
+            "Exit status: 0 when every file was transformed, 1 when some failed, 2 when the job "
+            "could not start.",
         )
     )
     return parser
@@ -62,5 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if argv[:1] == ["serve"]:
         return serve_main(argv[1:])
-    parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "transform":
+        return transform.main(args)
     return 0

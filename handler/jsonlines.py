@@ -13,7 +13,9 @@ An `application/json` body is one record when it parses as one JSON document (pr
 JSON included); otherwise, when it has more than one non-blank line, it is JSON Lines.
 """
 
+import io
 import json
+from collections.abc import Iterable, Iterator
 
 BOM = b"\xef\xbb\xbf"
 
@@ -22,12 +24,22 @@ def without_bom(body: bytes) -> bytes:
     return body[len(BOM) :] if body.startswith(BOM) else body
 
 
+def iter_records(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The records in `lines` as a binary file yields them (each line ends in LF but maybe the
+    last), by rules 1-4; an empty input has no records."""
+    first = True
+    for line in lines:
+        if first:
+            line, first = without_bom(line), False
+        if line.endswith(b"\n"):
+            yield line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        elif line.strip():
+            yield line
+
+
 def split(body: bytes) -> list[bytes]:
-    """The records of a JSON Lines body, by the rule in this module's docstring."""
-    lines = without_bom(body).split(b"\n")
-    if len(lines) > 1 and not lines[-1].strip():
-        lines.pop()
-    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    """The records of a JSON Lines request body, by the rule in this module's docstring."""
+    return list(iter_records(io.BytesIO(body))) or [b""]
 
 
 def holds_several_records(body: bytes) -> bool:

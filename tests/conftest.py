@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import aws as aws_mock
 from tests import model_factory, servers
 
 # The cross-encoder's server requires this key, so auth is tested on a real engine.
@@ -64,3 +65,14 @@ def score_server(engines: dict[str, servers.Server]) -> servers.Server:
 @pytest.fixture(scope="session")
 def batch_server(engines: dict[str, servers.Server]) -> servers.Server:
     return engines["batch"]
+
+
+@pytest.fixture(scope="session")
+def aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A moto server; the environment that points boto3 at it, set for this process too."""
+    with aws_mock.moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as url:
+        env = aws_mock.aws_env(url)
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            yield env

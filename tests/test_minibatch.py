@@ -2,7 +2,6 @@
 records, streaming as prefixes finish, the in-flight bound, the deadline and cancellation."""
 
 import json
-import threading
 import time
 from typing import Any
 
@@ -228,25 +227,27 @@ def test_payload_limit_follows_sagemaker_max_payload(batch_server: Server) -> No
 
 
 def test_records_in_flight_are_bounded(batch_server: Server) -> None:
-    body = jsonl([{"prompt": "The quick", "max_tokens": 200, "min_tokens": 200}] * 8)
-    seen: list[float] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            seen.append(batch_server.in_engine())
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        _, lines = send(batch_server, body)
-    finally:
-        done.set()
-        watcher.join()
-    assert [line["usage"]["completion_tokens"] for line in lines] == [200] * 8
+    """8 equal records with 4 slots finish in two waves, and the engine never holds more than 4."""
     limit = int(BATCH_ENV["SAGEMAKER_MAX_RECORDS_IN_FLIGHT"])
-    assert max(seen) == limit
+    body = jsonl([{"prompt": "The quick", "max_tokens": 200, "min_tokens": 200}] * 2 * limit)
+    arrivals: list[float] = []
+    in_engine: list[float] = []
+    with (
+        httpx.Client(timeout=120) as client,
+        client.stream(
+            "POST", batch_server.url + "/invocations", content=body, headers=JSON_LINES
+        ) as response,
+    ):
+        for line in response.iter_lines():
+            arrivals.append(time.monotonic())
+            assert json.loads(line)["usage"]["completion_tokens"] == 200
+            in_engine.append(batch_server.in_engine())
+    assert len(arrivals) == 2 * limit
+    first_wave = arrivals[limit - 1] - arrivals[0]
+    between_waves = arrivals[limit] - arrivals[limit - 1]
+    assert between_waves > 0.3
+    assert between_waves > 3 * first_wave
+    assert max(in_engine) <= limit
 
 
 def test_records_past_the_deadline_time_out_alone(batch_server: Server) -> None:

@@ -1,0 +1,329 @@
+"""`vllm-sagemaker transform`: a Batch Transform job run locally against a running container.
+
+It drives the container the way SageMaker does: GET /ping until ready, GET /execution-parameters,
+then POST /invocations with mini-batches packed from every input file, at most
+MaxConcurrentTransforms at a time. Each input `X` gives `X.out` (beside X's relative path under
+the output), written only when every request for X succeeded: like SageMaker, a failed request
+(after retries) leaves no `.out` for its file and makes the job fail at the end.
+"""
+
+import argparse
+import asyncio
+import io
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+import httpx
+from tqdm import tqdm
+
+from deploy import storage
+from deploy.data_processing import DataProcessing
+from deploy.jsonpath import JsonPath, JsonPathError
+from deploy.packing import MiniBatch, RecordTooLarge, mini_batches, whole_file
+from handler.config import MIB
+from handler.jsonlines import iter_records
+
+# SageMaker's defaults when neither the job nor the container says otherwise.
+DEFAULT_CONCURRENCY = 1
+DEFAULT_PAYLOAD_MB = 6
+MAX_TOTAL_MB = 100
+PING_WAIT_S = 600.0
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class JobError(Exception):
+    """The job cannot run as configured (SageMaker would refuse to create it)."""
+
+
+class FileFailed(Exception):
+    """One input file could not be transformed; the message says why."""
+
+
+@dataclass(frozen=True)
+class TransformJob:
+    endpoint: str
+    input: str
+    output: str
+    content_type: str | None = None
+    accept: str | None = None
+    split_lines: bool = False
+    batch_strategy: str | None = None
+    max_payload_mb: int | None = None
+    max_concurrent_transforms: int | None = None
+    assemble_lines: bool = False
+    processing: DataProcessing = field(default_factory=DataProcessing)
+    max_retries: int = 3
+    timeout_s: float = 600.0
+    resume: bool = False
+
+    def headers(self) -> dict[str, str]:
+        headers = {}
+        if self.content_type:
+            headers["Content-Type"] = self.content_type
+        if self.accept:
+            headers["Accept"] = self.accept
+        return headers
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the job runs with once the container's /execution-parameters are known."""
+
+    concurrency: int
+    multi_record: bool
+    max_payload_mb: int
+
+
+def check(job: TransformJob) -> None:
+    """CreateTransformJob's own checks on the job's settings."""
+    if job.processing.join_input:
+        if job.accept != job.content_type:
+            raise JobError("JoinSource Input needs --accept equal to --content-type")
+        if job.assemble_lines != job.split_lines:
+            raise JobError("JoinSource Input needs --assemble-with equal to --split-type")
+    if not 0 <= job.max_retries <= 3:
+        raise JobError("--max-retries must be between 0 and 3")
+    if not 1 <= job.timeout_s <= 3600:
+        raise JobError("--timeout must be between 1 and 3600 seconds")
+
+
+def settings(job: TransformJob, answer: dict | None) -> Settings:
+    """SageMaker's precedence: the job's values, then the container's answer, then defaults."""
+    answer = answer or {}
+    concurrency = job.max_concurrent_transforms or answer.get("MaxConcurrentTransforms")
+    payload = job.max_payload_mb or answer.get("MaxPayloadInMB") or DEFAULT_PAYLOAD_MB
+    strategy = job.batch_strategy or answer.get("BatchStrategy") or "MultiRecord"
+    result = Settings(
+        concurrency=int(concurrency or DEFAULT_CONCURRENCY),
+        multi_record=strategy.replace("_", "").upper() == "MULTIRECORD",
+        max_payload_mb=int(payload),
+    )
+    if not 1 <= result.max_payload_mb <= MAX_TOTAL_MB:
+        raise JobError(f"MaxPayloadInMB must be between 1 and {MAX_TOTAL_MB}")
+    if result.concurrency < 1 or result.concurrency * result.max_payload_mb > MAX_TOTAL_MB:
+        raise JobError(
+            f"MaxConcurrentTransforms ({result.concurrency}) x MaxPayloadInMB "
+            f"({result.max_payload_mb}) must be between 1 and {MAX_TOTAL_MB}"
+        )
+    return result
+
+
+def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
+    """The output bytes for one mini-batch: the answer's records, joined and filtered, each
+    followed by LF when AssembleWith is Line."""
+    if not job.processing.per_record and not job.assemble_lines:
+        return answer
+    outputs = [answer] if batch.whole_file else list(iter_records(io.BytesIO(answer)))
+    if job.processing.per_record:
+        if len(outputs) != len(batch.originals):
+            raise FileFailed(
+                f"the container answered {len(outputs)} records for a mini-batch of "
+                f"{len(batch.originals)}; JoinSource and OutputFilter need one line per record"
+            )
+        outputs = [
+            job.processing.output(record, output)
+            for record, output in zip(batch.originals, outputs, strict=True)
+        ]
+    end = b"\n" if job.assemble_lines else b""
+    return b"".join(output + end for output in outputs)
+
+
+def batches(source: IO[bytes], job: TransformJob, settings: Settings) -> Iterator[MiniBatch]:
+    """The requests for one input file."""
+    limit = settings.max_payload_mb * MIB
+    if not job.split_lines:
+        content = source.read()
+        yield whole_file(job.processing.filtered_input(content), limit)
+        return
+    pairs = ((record, job.processing.filtered_input(record)) for record in iter_records(source))
+    yield from mini_batches(pairs, limit, settings.multi_record)
+
+
+class Runner:
+    """One job's HTTP side: readiness, parameters, and invocations with retries."""
+
+    def __init__(self, job: TransformJob, client: httpx.AsyncClient) -> None:
+        self.job = job
+        self.client = client
+
+    async def wait_ready(self) -> None:
+        deadline = time.monotonic() + PING_WAIT_S
+        while True:
+            try:
+                if (await self.client.get("/ping", timeout=2)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise JobError(f"{self.job.endpoint}/ping did not answer 200 in {PING_WAIT_S} s")
+            await asyncio.sleep(1)
+
+    async def execution_parameters(self) -> dict | None:
+        """The container's answer, or None when it has none (SageMaker then uses defaults)."""
+        try:
+            response = await self.client.get("/execution-parameters", timeout=10)
+            answer = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    async def invoke(self, body: bytes) -> bytes:
+        """The answer to one request; FileFailed once retries are used up or on a 4xx."""
+        failure = ""
+        for attempt in range(self.job.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(min(2 ** (attempt - 1), 8))
+            try:
+                response = await self.client.post(
+                    "/invocations",
+                    content=body,
+                    headers=self.job.headers(),
+                    timeout=self.job.timeout_s,
+                )
+            except httpx.TimeoutException:
+                failure = f"no answer within {self.job.timeout_s:g} s"
+                continue
+            except httpx.TransportError as error:
+                failure = f"{type(error).__name__}: {error}"
+                continue
+            if response.status_code == 200:
+                return response.content
+            failure = f"HTTP {response.status_code}: {response.text[:500]}"
+            if response.status_code not in RETRY_STATUSES:
+                raise FileFailed(failure)
+        raise FileFailed(f"{failure} (after {self.job.max_retries} retries)")
+
+
+async def transform_file(
+    runner: Runner,
+    settings: Settings,
+    file: storage.InputFile,
+    slots: asyncio.Semaphore,
+    progress: tqdm,
+) -> None:
+    """Write `file`'s `.out`, keeping at most `settings.concurrency` requests in flight."""
+    job = runner.job
+    target = storage.joined(job.output, file.relative + ".out")
+    if job.resume and storage.exists(target):
+        progress.update(file.size)
+        return
+
+    async def send(batch: MiniBatch) -> bytes:
+        async with slots:
+            return await runner.invoke(batch.body())
+
+    pending: deque[tuple[MiniBatch, asyncio.Task[bytes]]] = deque()
+
+    async def write_first(sink: IO[bytes]) -> None:
+        batch, task = pending.popleft()
+        sink.write(assembled(batch, await task, job))
+        progress.update(batch.input_bytes())
+
+    try:
+        with storage.opened(file) as source, storage.written(target) as sink:
+            for batch in batches(source, job, settings):
+                if len(pending) >= settings.concurrency:
+                    await write_first(sink)
+                pending.append((batch, asyncio.create_task(send(batch))))
+            while pending:
+                await write_first(sink)
+    except RecordTooLarge as error:
+        raise FileFailed(str(error)) from None
+    finally:
+        for _, task in pending:
+            task.cancel()
+
+
+async def run(job: TransformJob) -> int:
+    """Run the job; 0 when every file was transformed, 1 otherwise."""
+    check(job)
+    files = storage.list_inputs(job.input)
+    async with httpx.AsyncClient(base_url=job.endpoint.rstrip("/")) as client:
+        runner = Runner(job, client)
+        await runner.wait_ready()
+        chosen = settings(job, await runner.execution_parameters())
+        slots = asyncio.Semaphore(chosen.concurrency)
+        opened_files = asyncio.Semaphore(chosen.concurrency)
+        failed: dict[str, str] = {}
+        with tqdm(
+            total=sum(f.size for f in files), unit="B", unit_scale=True, desc="transform"
+        ) as progress:
+
+            async def one(file: storage.InputFile) -> None:
+                async with opened_files:
+                    try:
+                        await transform_file(runner, chosen, file, slots, progress)
+                    except (FileFailed, OSError) as error:
+                        failed[file.uri] = str(error)
+                        progress.set_postfix(failed=len(failed))
+
+            await asyncio.gather(*(one(file) for file in files))
+    for uri, reason in sorted(failed.items()):
+        print(f"transform: FAILED {uri}: {reason}", file=sys.stderr)
+    done = len(files) - len(failed)
+    print(f"transform: {done} of {len(files)} files transformed into {job.output}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options, named after CreateTransformJob's fields."""
+    parser.add_argument(
+        "--endpoint", required=True, help="the container, e.g. http://localhost:8080"
+    )
+    parser.add_argument("--input", required=True, help="a file, a directory or s3://bucket/prefix")
+    parser.add_argument("--output", required=True, help="a directory or s3://bucket/prefix")
+    parser.add_argument("--content-type", help="sent as Content-Type, e.g. application/jsonlines")
+    parser.add_argument("--accept", help="sent as Accept")
+    parser.add_argument("--split-type", choices=["Line", "None"], default="None")
+    parser.add_argument("--batch-strategy", choices=["MultiRecord", "SingleRecord"])
+    parser.add_argument("--max-payload-mb", type=int, metavar="N")
+    parser.add_argument("--max-concurrent-transforms", type=int, metavar="N")
+    parser.add_argument("--assemble-with", choices=["Line", "None"], default="None")
+    parser.add_argument("--join-source", choices=["Input", "None"], default="None")
+    parser.add_argument("--input-filter", metavar="JSONPATH", help="e.g. $.body or $['prompt']")
+    parser.add_argument(
+        "--output-filter", metavar="JSONPATH", help="e.g. $['id','SageMakerOutput']"
+    )
+    parser.add_argument("--max-retries", type=int, default=3, metavar="N", help="0-3 (default 3)")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, metavar="SECONDS", help="per request (default 600)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="skip input files whose .out already exists"
+    )
+
+
+def job_from_args(args: argparse.Namespace) -> TransformJob:
+    def compiled(expression: str | None) -> JsonPath | None:
+        return JsonPath.compile(expression) if expression else None
+
+    return TransformJob(
+        endpoint=args.endpoint,
+        input=args.input,
+        output=args.output,
+        content_type=args.content_type,
+        accept=args.accept,
+        split_lines=args.split_type == "Line",
+        batch_strategy=args.batch_strategy,
+        max_payload_mb=args.max_payload_mb,
+        max_concurrent_transforms=args.max_concurrent_transforms,
+        assemble_lines=args.assemble_with == "Line",
+        processing=DataProcessing(
+            compiled(args.input_filter), args.join_source == "Input", compiled(args.output_filter)
+        ),
+        max_retries=args.max_retries,
+        timeout_s=args.timeout,
+        resume=args.resume,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(run(job_from_args(args)))
+    except (JobError, JsonPathError, FileNotFoundError, ValueError) as error:
+        print(f"transform: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,54 @@
+"""A local moto server standing in for AWS (S3, SageMaker, ECR): nothing reaches real AWS."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from tests.servers import free_port
+
+MOTO_SERVER = str(Path(sys.executable).with_name("moto_server"))
+REGION = "us-east-1"
+
+
+def aws_env(endpoint: str) -> dict[str, str]:
+    """What a boto3 client (ours or the user's) needs to talk to the moto server only."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+
+
+@contextlib.contextmanager
+def moto_server(log_path: Path) -> Iterator[str]:
+    """Start `moto_server` on a free port of 127.0.0.1; yield its URL; stop it."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url + "/moto-api/", timeout=2)
+                break
+            except httpx.HTTPError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(log_path.read_text()) from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)

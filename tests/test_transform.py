@@ -1,0 +1,190 @@
+"""`vllm-sagemaker transform` against real engines, the way SageMaker drives a container:
+directories and S3 prefixes, MultiRecord and SingleRecord, JoinSource and filters, failures."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from tests.servers import Server
+
+VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
+JSONL = "application/jsonlines"
+LINES = ["--split-type", "Line", "--assemble-with", "Line"]
+
+
+def transform(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [VLLM_SAGEMAKER, "transform", "--endpoint", server.url, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ,
+    )
+
+
+def options(**named: str) -> list[str]:
+    """`content_type="x"` -> ["--content-type", "x"]."""
+    return [arg for name, value in named.items() for arg in ("--" + name.replace("_", "-"), value)]
+
+
+def write_jsonl(path: Path, records: list[Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in records))
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_directory_multirecord_join_and_output_filter(embed_server: Server, tmp_path: Path) -> None:
+    """The acceptance case: a 2,000-line file and a 50-line file in a subfolder."""
+    # The padding (ignored by the engine) makes the file span two 1 MB mini-batches.
+    big = [{"id": i, "input": f"sentence number {i}", "pad": "." * 600} for i in range(2000)]
+    big[1000] = "{this line is not JSON\n"
+    small = [{"id": f"s{i}", "input": f"small {i}"} for i in range(50)]
+    write_jsonl(tmp_path / "in" / "big.jsonl", big)
+    write_jsonl(tmp_path / "in" / "sub" / "small.jsonl", small)
+    done = transform(
+        embed_server,
+        *options(
+            input=str(tmp_path / "in"),
+            output=str(tmp_path / "out"),
+            content_type=JSONL,
+            accept=JSONL,
+            batch_strategy="MultiRecord",
+            max_payload_mb="1",
+            join_source="Input",
+            output_filter="$['id','SageMakerOutput']",
+        ),
+        *LINES,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 of 2 files transformed" in done.stderr
+    out = read_jsonl(tmp_path / "out" / "big.jsonl.out")
+    assert len(out) == 2000
+    assert [line.get("id") for line in out] == [i if i != 1000 else None for i in range(2000)]
+    assert out[1000] == {"SageMakerOutput": {"error": out[1000]["SageMakerOutput"]["error"]}}
+    assert out[1000]["SageMakerOutput"]["error"]["code"] == "invalid_json"
+    assert all(len(line["SageMakerOutput"]["data"][0]["embedding"]) == 384 for line in out[:1000])
+    small_out = read_jsonl(tmp_path / "out" / "sub" / "small.jsonl.out")
+    assert [line["id"] for line in small_out] == [f"s{i}" for i in range(50)]
+    assert all(set(line) == {"id", "SageMakerOutput"} for line in small_out)
+
+
+def test_input_filter_and_single_record(chat_server: Server, tmp_path: Path) -> None:
+    records = [
+        {
+            "id": i,
+            "meta": "kept out of the request",
+            "request": {"prompt": f"record {i}", "max_tokens": 1, "echo": True},
+        }
+        for i in range(5)
+    ]
+    write_jsonl(tmp_path / "in.jsonl", records)
+    done = transform(
+        chat_server,
+        *options(
+            input=str(tmp_path / "in.jsonl"),
+            output=str(tmp_path / "out"),
+            content_type=JSONL,
+            accept=JSONL,
+            batch_strategy="SingleRecord",
+            input_filter="$.request",
+            join_source="Input",
+        ),
+        *LINES,
+    )
+    assert done.returncode == 0, done.stderr
+    out = read_jsonl(tmp_path / "out" / "in.jsonl.out")
+    assert [line["id"] for line in out] == list(range(5))
+    assert all(line["meta"] == "kept out of the request" for line in out)
+    texts = [line["SageMakerOutput"]["choices"][0]["text"] for line in out]
+    assert all(text.startswith(f"record {i}") for i, text in enumerate(texts))
+
+
+def test_split_none_sends_the_whole_file(chat_server: Server, tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "in" / "f.jsonl", [{"prompt": "a", "max_tokens": 1}, "\n", {"x": 1}])
+    done = transform(
+        chat_server,
+        *options(input=str(tmp_path / "in"), output=str(tmp_path / "out"), content_type=JSONL),
+    )
+    assert done.returncode == 0, done.stderr
+    out = read_jsonl(tmp_path / "out" / "f.jsonl.out")
+    assert "choices" in out[0]
+    assert [line["error"]["code"] for line in out[1:]] == ["empty_body", "unrecognized_request"]
+
+
+def test_a_failed_file_has_no_output_and_the_job_fails(chat_server: Server, tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "in" / "good.jsonl", [{"prompt": "a", "max_tokens": 1}] * 3)
+    write_jsonl(tmp_path / "in" / "huge.jsonl", [{"prompt": "a" * (2 * 1024 * 1024)}])
+    done = transform(
+        chat_server,
+        *options(
+            input=str(tmp_path / "in"),
+            output=str(tmp_path / "out"),
+            content_type=JSONL,
+            max_payload_mb="1",
+        ),
+        *LINES,
+    )
+    assert done.returncode == 1
+    assert "FAILED" in done.stderr and "huge.jsonl" in done.stderr
+    assert "MaxPayloadInMB" in done.stderr
+    assert len(read_jsonl(tmp_path / "out" / "good.jsonl.out")) == 3
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.jsonl.out"]
+
+
+def test_resume_skips_finished_files(chat_server: Server, tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        write_jsonl(tmp_path / "in" / f"{name}.jsonl", [{"prompt": name, "max_tokens": 1}])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.jsonl.out").write_text("finished earlier\n")
+    args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), *LINES]
+    done = transform(chat_server, *args, "--content-type", JSONL, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "a.jsonl.out").read_text() == "finished earlier\n"
+    assert "choices" in read_jsonl(tmp_path / "out" / "b.jsonl.out")[0]
+
+
+def test_s3_prefixes_through_moto(chat_server: Server, aws: dict[str, str], tmp_path: Path) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="jobs")
+    for name, count in (("data/part-1.jsonl", 4), ("data/more/part-2.jsonl", 2)):
+        body = "".join(
+            json.dumps({"prompt": f"{name} {i}", "max_tokens": 1}) + "\n" for i in range(count)
+        )
+        s3.put_object(Bucket="jobs", Key=name, Body=body.encode())
+    done = transform(
+        chat_server,
+        *options(input="s3://jobs/data/", output="s3://jobs/results", content_type=JSONL),
+        *LINES,
+    )
+    assert done.returncode == 0, done.stderr
+    keys = sorted(
+        o["Key"] for o in s3.list_objects_v2(Bucket="jobs", Prefix="results/")["Contents"]
+    )
+    assert keys == ["results/more/part-2.jsonl.out", "results/part-1.jsonl.out"]
+    out = s3.get_object(Bucket="jobs", Key="results/part-1.jsonl.out")["Body"].read().splitlines()
+    assert len(out) == 4
+    assert all("choices" in json.loads(line) for line in out)
+
+
+def test_a_job_sagemaker_would_refuse_does_not_start(chat_server: Server, tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "in.jsonl", [{"prompt": "a"}])
+    done = transform(
+        chat_server,
+        *options(
+            input=str(tmp_path / "in.jsonl"),
+            output=str(tmp_path / "out"),
+            content_type=JSONL,
+            join_source="Input",
+        ),
+    )
+    assert done.returncode == 2
+    assert "--accept equal to --content-type" in done.stderr
+    assert not (tmp_path / "out").exists()
