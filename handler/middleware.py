@@ -7,7 +7,6 @@ everything else to vLLM untouched.
 
 import asyncio
 import contextlib
-import logging
 import os
 import time
 import uuid
@@ -19,11 +18,10 @@ from handler.auth import ApiKeys
 from handler.config import MIB, Config
 from handler.errors import RequestError
 from handler.formats import batch_error_line
+from handler.logs import logger
 from handler.minibatch import CLIENT_GONE, Stop
 from handler.pipeline import Pipeline
 from handler.routing import Answer, BatchLineError, custom_attributes
-
-logger = logging.getLogger("vllm_sagemaker")
 
 PING_TIMEOUT_S = 1.5
 EXIT_DELAY_S = 0.5

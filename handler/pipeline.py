@@ -7,17 +7,16 @@ multi-record body and always returns its output line.
 """
 
 import asyncio
-import logging
 
 from starlette.types import ASGIApp, Scope
 
 from handler import asgi_call, formats, kinds, records, routing
 from handler.errors import RequestError
+from handler.logs import logger
 from handler.minibatch import Stop
 from handler.routing import BatchLineError, Target
 
 JSON_MEDIA = b"application/json"
-logger = logging.getLogger("vllm_sagemaker")
 
 
 class Pipeline:
