@@ -6,6 +6,10 @@
 Every record generates exactly `--tokens` tokens. Mini-batch and concurrent runs alternate for
 `--rounds` rounds and their medians are compared; one-at-a-time runs once (it is slow).
 
+The server and the offline engine get the same engine limits (ENGINE): on CPU vLLM's defaults
+differ between them (128 sequences for the server, 256 for `vllm.LLM`), which would measure the
+setting rather than the serving path.
+
     .venv/bin/python -m benchmarks.batch_transform [-n 256] [--tokens 48] [--rounds 3]
 """
 
@@ -23,6 +27,8 @@ from pathlib import Path
 import httpx
 
 from tests import model_factory, servers
+
+ENGINE = {"max_num_seqs": 256, "max_num_batched_tokens": 4096}
 
 
 def records(count: int, tokens: int) -> list[dict]:
@@ -82,7 +88,7 @@ def offline(model: Path, count: int, tokens: int) -> float:
         "import json, sys, time\n"
         "from vllm import LLM, SamplingParams\n"
         "model, count, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
-        "llm = LLM(model=model)\n"
+        f"llm = LLM(model=model, **{ENGINE!r})\n"
         "params = SamplingParams(max_tokens=tokens, min_tokens=tokens, temperature=0)\n"
         "prompts = [f'The quick brown fox number {i}' for i in range(count)]\n"
         "llm.generate(prompts[:32], params, use_tqdm=False)\n"
@@ -90,7 +96,7 @@ def offline(model: Path, count: int, tokens: int) -> float:
         "outputs = llm.generate(prompts, params, use_tqdm=False)\n"
         "elapsed = time.perf_counter() - started\n"
         "assert all(len(o.outputs[0].token_ids) == tokens for o in outputs)\n"
-        "print(json.dumps(elapsed))\n"
+        "print('SECONDS', json.dumps(elapsed))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(model), str(count), str(tokens)],
@@ -99,7 +105,9 @@ def offline(model: Path, count: int, tokens: int) -> float:
         text=True,
         check=True,
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    return next(
+        float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("SECONDS ")
+    )
 
 
 def main() -> None:
@@ -111,7 +119,8 @@ def main() -> None:
     batch = records(args.records, args.tokens)
     with tempfile.TemporaryDirectory() as tmp:
         model = model_factory.make_chat_model(Path(tmp) / "chat")
-        with servers.running({"chat": model}, Path(tmp)) as running:
+        engine_env = {f"SM_VLLM_{k.upper()}": str(v) for k, v in ENGINE.items()}
+        with servers.running({"chat": model}, Path(tmp), {"chat": engine_env}) as running:
             url = running["chat"].url
             mini_batch(url, batch[:32])
             concurrent(url, batch[:32])
@@ -122,7 +131,10 @@ def main() -> None:
             serial = one_at_a_time(url, batch)
         engine = offline(model, args.records, args.tokens)
     best = statistics.median(mini)
-    print(f"{args.records} records x {args.tokens} tokens, tiny Llama, medians of {args.rounds}")
+    print(
+        f"{args.records} records x {args.tokens} tokens, tiny Llama, {ENGINE}, "
+        f"medians of {args.rounds}"
+    )
     print(f"{'method':34} {'seconds':>8} {'records/s':>10} {'vs mini-batch':>14}")
     for name, seconds in (
         ("one multi-record /invocations", best),
