@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from container import serve
-from deploy import transform
+from deploy import batch, transform
 
 
 def _serve_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -46,6 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
             "could not start.",
         )
     )
+    batch.add_arguments(
+        commands.add_parser(
+            "batch",
+            help="run an OpenAI batch file through the container's record pipeline",
+            description="Run an OpenAI batch file (custom_id/method/url/body lines) through a "
+            "running container (--endpoint) or one started for the run (--model; unknown options "
+            "go to vLLM). Streams the input, keeps at most --max-inflight lines in flight, appends "
+            "answers in input order as they finish, and --resume finishes an interrupted run. "
+            "Exit status: 0 when every line was answered (bad lines get error lines), 1 when the "
+            "run stopped (unreadable input, no engine, unwritable output).",
+        )
+    )
     return parser
 
 
@@ -74,7 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if argv[:1] == ["serve"]:
         return serve_main(argv[1:])
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "batch":
+        return batch.main(args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "transform":
         return transform.main(args)
     return 0

@@ -1,22 +1,36 @@
-"""Where batch tools read inputs and write outputs: local paths and `s3://bucket/prefix`.
+"""Where batch tools read inputs and write outputs: local paths, `-` (stdin/stdout),
+`http(s)://` URLs (presigned GET and PUT) and `s3://bucket/key` or prefixes; `.gz` by name.
 
 S3 goes through boto3 with its usual configuration (profile, region, and `AWS_ENDPOINT_URL` for
-S3-compatible stores or a local moto server). Outputs are written atomically: a file appears
-only once it is complete, so a failed input leaves no output and a re-run can skip what is done.
+S3-compatible stores or a local moto server); large uploads are multipart. Remote inputs are
+streamed to a temporary file, never held in memory. Outputs are written atomically: a file
+appears only once it is complete, so a failed input leaves no output and a re-run can skip what
+is done. HTTP transfers are retried with backoff on 5xx and timeouts; any 2xx is success.
 """
 
 import contextlib
 import functools
+import gzip
 import os
+import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import boto3
+import httpx
 
 S3 = "s3://"
+HTTP_RETRIES = 5
+HTTP_TIMEOUT_S = 300.0
+
+
+class Unreachable(OSError):
+    """An input that cannot be read or an output that cannot be written; the message says why."""
 
 
 def is_s3(uri: str) -> bool:
@@ -130,3 +144,92 @@ def written(uri: str) -> Iterator[IO[bytes]]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(staged_name)
+
+
+def is_http(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def _http(method: str, url: str, upload: str | None = None) -> httpx.Response:
+    """One HTTP call (streaming the file `upload` as the body), retried with backoff on 5xx,
+    timeouts and connection errors."""
+    failure = ""
+    for attempt in range(HTTP_RETRIES + 1):
+        if attempt:
+            time.sleep(min(2 ** (attempt - 1), 30))
+        try:
+            with contextlib.ExitStack() as stack:
+                body = stack.enter_context(open(upload, "rb")) if upload else None
+                response = httpx.request(method, url, content=body, timeout=HTTP_TIMEOUT_S)
+        except httpx.TransportError as error:
+            failure = f"{type(error).__name__}: {error}"
+            continue
+        if response.is_success:
+            return response
+        failure = f"HTTP {response.status_code}: {response.text[:300]}"
+        if response.status_code < 500:
+            break
+    raise Unreachable(f"{method} {url.split('?', 1)[0]} failed: {failure}")
+
+
+def _download(uri: str, into: IO[bytes]) -> None:
+    if is_s3(uri):
+        bucket, key = s3_parts(uri)
+        try:
+            s3_client().download_fileobj(bucket, key, into)
+        except Exception as error:
+            raise Unreachable(f"cannot read {uri}: {error}") from None
+        return
+    with httpx.stream("GET", uri, timeout=HTTP_TIMEOUT_S) as response:
+        if not response.is_success:
+            response.close()
+            _http("GET", uri)
+        for chunk in response.iter_bytes():
+            into.write(chunk)
+
+
+@contextlib.contextmanager
+def reading(uri: str) -> Iterator[IO[bytes]]:
+    """`uri` opened for binary reading, decompressed when its name ends in `.gz`."""
+    with contextlib.ExitStack() as stack:
+        if uri == "-":
+            raw: IO[bytes] = sys.stdin.buffer
+        elif is_s3(uri) or is_http(uri):
+            raw = stack.enter_context(tempfile.TemporaryFile())
+            _download(uri, raw)
+            raw.seek(0)
+        else:
+            try:
+                raw = stack.enter_context(open(uri, "rb"))
+            except OSError as error:
+                raise Unreachable(f"cannot read {uri}: {error.strerror}") from None
+        if uri.split("?", 1)[0].endswith(".gz"):
+            raw = stack.enter_context(gzip.open(raw, "rb"))
+        yield raw
+
+
+def publish(staged: str, uri: str) -> None:
+    """Deliver a finished local file to `uri`, compressing it when the name ends in `.gz`."""
+    source = staged
+    with contextlib.ExitStack() as stack:
+        if uri.split("?", 1)[0].endswith(".gz"):
+            packed = stack.enter_context(tempfile.NamedTemporaryFile(suffix=".gz"))
+            with open(staged, "rb") as plain, gzip.open(packed, "wb") as compressed:
+                shutil.copyfileobj(plain, compressed)
+            packed.flush()
+            source = packed.name
+        if uri == "-":
+            with open(source, "rb") as finished:
+                shutil.copyfileobj(finished, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        elif is_s3(uri):
+            bucket, key = s3_parts(uri)
+            try:
+                s3_client().upload_file(source, bucket, key)
+            except Exception as error:
+                raise Unreachable(f"cannot write {uri}: {error}") from None
+        elif is_http(uri):
+            _http("PUT", uri, upload=source)
+        elif os.path.abspath(source) != os.path.abspath(uri):
+            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, uri)

@@ -12,7 +12,6 @@ import asyncio
 import io
 import sys
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
@@ -20,9 +19,10 @@ from typing import IO
 import httpx
 from tqdm import tqdm
 
-from deploy import storage
+from deploy import invoke, storage
 from deploy.data_processing import DataProcessing
 from deploy.jsonpath import JsonPath, JsonPathError
+from deploy.ordered import in_order
 from deploy.packing import MiniBatch, RecordTooLarge, mini_batches, whole_file
 from handler.config import MIB
 from handler.jsonlines import iter_records
@@ -32,7 +32,6 @@ DEFAULT_CONCURRENCY = 1
 DEFAULT_PAYLOAD_MB = 6
 MAX_TOTAL_MB = 100
 PING_WAIT_S = 600.0
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class JobError(Exception):
@@ -173,29 +172,17 @@ class Runner:
 
     async def invoke(self, body: bytes) -> bytes:
         """The answer to one request; FileFailed once retries are used up or on a 4xx."""
-        failure = ""
-        for attempt in range(self.job.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(min(2 ** (attempt - 1), 8))
-            try:
-                response = await self.client.post(
-                    "/invocations",
-                    content=body,
-                    headers=self.job.headers(),
-                    timeout=self.job.timeout_s,
-                )
-            except httpx.TimeoutException:
-                failure = f"no answer within {self.job.timeout_s:g} s"
-                continue
-            except httpx.TransportError as error:
-                failure = f"{type(error).__name__}: {error}"
-                continue
-            if response.status_code == 200:
-                return response.content
-            failure = f"HTTP {response.status_code}: {response.text[:500]}"
-            if response.status_code not in RETRY_STATUSES:
-                raise FileFailed(failure)
-        raise FileFailed(f"{failure} (after {self.job.max_retries} retries)")
+        try:
+            return await invoke.post(
+                self.client,
+                "/invocations",
+                body,
+                self.job.headers(),
+                self.job.max_retries,
+                self.job.timeout_s,
+            )
+        except invoke.InvocationFailed as error:
+            raise FileFailed(str(error)) from None
 
 
 async def transform_file(
@@ -216,26 +203,16 @@ async def transform_file(
         async with slots:
             return await runner.invoke(batch.body())
 
-    pending: deque[tuple[MiniBatch, asyncio.Task[bytes]]] = deque()
-
-    async def write_first(sink: IO[bytes]) -> None:
-        batch, task = pending.popleft()
-        sink.write(assembled(batch, await task, job))
-        progress.update(batch.input_bytes())
-
     try:
         with storage.opened(file) as source, storage.written(target) as sink:
-            for batch in batches(source, job, settings):
-                if len(pending) >= settings.concurrency:
-                    await write_first(sink)
-                pending.append((batch, asyncio.create_task(send(batch))))
-            while pending:
-                await write_first(sink)
+
+            def write(batch: MiniBatch, answer: bytes) -> None:
+                sink.write(assembled(batch, answer, job))
+                progress.update(batch.input_bytes())
+
+            await in_order(batches(source, job, settings), send, write, settings.concurrency)
     except RecordTooLarge as error:
         raise FileFailed(str(error)) from None
-    finally:
-        for _, task in pending:
-            task.cancel()
 
 
 async def run(job: TransformJob) -> int:

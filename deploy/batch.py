@@ -1,0 +1,347 @@
+"""`vllm-sagemaker batch`: an OpenAI batch file through the container's record pipeline.
+
+Lines are read as a stream, checked for what only the file can know (`deploy.batch_lines`), and
+sent in JSON Lines mini-batches to `/invocations`, where each line goes through the same pipeline
+as any SageMaker record. At most `--max-inflight` lines are in flight; answers are appended to
+the output as each mini-batch finishes, in input order, so memory stays flat and a crash loses at
+most the lines in flight. `--resume` reads back what the output already holds (repairing a
+half-written last line) and answers only the rest.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+from tqdm import tqdm
+
+from deploy import invoke, local_engine, storage
+from deploy.batch_lines import Checked, LineChecker, Outcome, outcome
+from deploy.ordered import in_order
+from handler.jsonlines import iter_records
+
+LINES_PER_REQUEST = 32
+DEFAULT_MAX_INFLIGHT = 512
+LOG_EVERY_S = 10.0
+DEFAULT_TMP_DIR = str(Path(tempfile.gettempdir()) / "vllm-sagemaker-batch")
+JSON_LINES = {"Content-Type": "application/jsonlines"}
+
+
+@dataclass
+class Summary:
+    lines: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    resumed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def count(self, result: Outcome) -> None:
+        self.lines += 1
+        if result.succeeded:
+            self.succeeded += 1
+        else:
+            self.failed += 1
+        self.prompt_tokens += int(result.usage.get("prompt_tokens") or 0)
+        self.completion_tokens += int(result.usage.get("completion_tokens") or 0)
+
+    def line(self, seconds: float) -> str:
+        rate = self.lines / seconds if seconds > 0 else 0.0
+        return (
+            f"{self.lines} lines answered ({self.succeeded} succeeded, {self.failed} failed"
+            f"{f', {self.resumed} from before' if self.resumed else ''}), "
+            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
+            f"{seconds:.1f} s, {rate:.1f} lines/s"
+        )
+
+
+def staged_path(uri: str, tmp_dir: str) -> str:
+    """Where answers for `uri` are appended while the run goes on: the file itself for a plain
+    local path, else a file in `tmp_dir` named after the URI (so `--resume` finds it)."""
+    local = uri != "-" and not storage.is_s3(uri) and not storage.is_http(uri)
+    if local and not uri.endswith(".gz"):
+        return uri
+    digest = hashlib.sha256(uri.encode()).hexdigest()[:16]
+    return str(Path(tmp_dir) / f"batch-{digest}.jsonl")
+
+
+def repair(path: str) -> list[Outcome]:
+    """The outcomes of the complete lines in `path`, cutting off a half-written last line."""
+    outcomes: list[Outcome] = []
+    keep = 0
+    with open(path, "rb") as existing:
+        for line in existing:
+            try:
+                if not line.endswith(b"\n"):
+                    raise ValueError("half-written")
+                outcomes.append(outcome(line))
+            except ValueError:
+                break
+            keep += len(line)
+    os.truncate(path, keep)
+    return outcomes
+
+
+@dataclass
+class Sinks:
+    """The output file and the optional error file, appended to as lines finish."""
+
+    output: IO[bytes]
+    errors: IO[bytes] | None
+
+    def write(self, line: bytes, result: Outcome) -> None:
+        target = self.errors if self.errors is not None and not result.succeeded else self.output
+        target.write(line + b"\n")
+
+    def flush(self) -> None:
+        for sink in (self.output, self.errors):
+            if sink is not None:
+                sink.flush()
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    input: str
+    output: str
+    error_file: str | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    serve_args: tuple[str, ...] = ()
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    resume: bool = False
+    output_tmp_dir: str = DEFAULT_TMP_DIR
+    timeout_s: float = 600.0
+
+
+@dataclass
+class Answered:
+    """What earlier runs already answered (from the output and error files)."""
+
+    custom_ids: set[str] = field(default_factory=set)
+    line_numbers: set[int] = field(default_factory=set)
+
+    def add(self, result: Outcome) -> None:
+        if result.custom_id is not None:
+            self.custom_ids.add(result.custom_id)
+        elif result.line_number is not None:
+            self.line_numbers.add(result.line_number)
+
+    def has(self, checked: Checked) -> bool:
+        if checked.custom_id is not None:
+            return checked.custom_id in self.custom_ids
+        return checked.number in self.line_numbers
+
+
+def chunks(checked: Iterable[Checked], size: int) -> Iterator[list[Checked]]:
+    chunk: list[Checked] = []
+    for item in checked:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def to_answer(source: IO[bytes], answered: Answered) -> Iterator[Checked]:
+    """The input's lines not answered yet, checked (blank lines are not requests)."""
+    checker = LineChecker()
+    for number, raw in enumerate(iter_records(source), start=1):
+        if raw.strip():
+            checked = checker.check(number, raw)
+            if not answered.has(checked):
+                yield checked
+
+
+async def answer_chunk(
+    client: httpx.AsyncClient, chunk: list[Checked], timeout_s: float
+) -> list[bytes]:
+    """The output lines of a chunk, in order: known answers as they are, the rest from one
+    multi-record request to the container."""
+    body = b"".join(item.send + b"\n" for item in chunk if item.send is not None)
+    answers = iter(())
+    if body:
+        reply = await invoke.post(client, "/invocations", body, JSON_LINES, 3, timeout_s)
+        answers = iter(reply.splitlines())
+    lines = [item.answer if item.answer is not None else next(answers, b"") for item in chunk]
+    if any(not line for line in lines) or next(answers, None) is not None:
+        raise invoke.InvocationFailed("the container's answer did not have one line per record")
+    return lines
+
+
+class Progress:
+    """A progress bar on a terminal, a plain log line every LOG_EVERY_S otherwise."""
+
+    def __init__(self) -> None:
+        self.interactive = sys.stderr.isatty()
+        self.bar = tqdm(unit=" lines", disable=not self.interactive, desc="batch")
+        self.started = self.last_log = time.monotonic()
+
+    def update(self, summary: Summary, lines: int) -> None:
+        self.bar.update(lines)
+        now = time.monotonic()
+        if not self.interactive and now - self.last_log >= LOG_EVERY_S:
+            self.last_log = now
+            print(f"batch: {summary.line(now - self.started)}", file=sys.stderr, flush=True)
+
+    def close(self) -> float:
+        self.bar.close()
+        return time.monotonic() - self.started
+
+
+@contextlib.contextmanager
+def engine(job: BatchJob) -> Iterator[str]:
+    if job.endpoint:
+        yield job.endpoint.rstrip("/")
+    else:
+        assert job.model is not None
+        with local_engine.serving(job.model, job.serve_args) as url:
+            yield url
+
+
+async def wait_ready(client: httpx.AsyncClient, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if (await client.get("/ping", timeout=2)).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise local_engine.EngineFailed(f"{client.base_url}/ping did not answer 200")
+        await asyncio.sleep(1)
+
+
+def open_sink(
+    uri: str, job: BatchJob, summary: Summary, answered: Answered, stack: contextlib.ExitStack
+) -> tuple[str, IO[bytes]]:
+    path = staged_path(uri, job.output_tmp_dir)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if job.resume and os.path.exists(path):
+        for result in repair(path):
+            answered.add(result)
+            summary.count(result)
+            summary.resumed += 1
+    elif os.path.exists(path):
+        os.truncate(path, 0)
+    return path, stack.enter_context(open(path, "ab"))
+
+
+async def run(job: BatchJob) -> Summary:
+    summary, answered = Summary(), Answered()
+    with contextlib.ExitStack() as stack:
+        output_path, output = open_sink(job.output, job, summary, answered, stack)
+        error_path, errors = (
+            open_sink(job.error_file, job, summary, answered, stack)
+            if job.error_file
+            else (None, None)
+        )
+        sinks = Sinks(output, errors)
+        source = stack.enter_context(storage.reading(job.input))
+        url = stack.enter_context(engine(job))
+        progress = Progress()
+        async with httpx.AsyncClient(base_url=url) as client:
+            await wait_ready(client)
+            slots = asyncio.Semaphore(max(1, job.max_inflight // LINES_PER_REQUEST))
+
+            async def start(chunk: list[Checked]) -> list[bytes]:
+                async with slots:
+                    return await answer_chunk(client, chunk, job.timeout_s)
+
+            def finish(chunk: list[Checked], lines: list[bytes]) -> None:
+                for line in lines:
+                    result = outcome(line)
+                    summary.count(result)
+                    sinks.write(line, result)
+                sinks.flush()
+                progress.update(summary, len(lines))
+
+            try:
+                await in_order(
+                    chunks(to_answer(source, answered), LINES_PER_REQUEST),
+                    start,
+                    finish,
+                    max(1, job.max_inflight // LINES_PER_REQUEST) + 1,
+                )
+            finally:
+                seconds = progress.close()
+        sinks.flush()
+    storage.publish(output_path, job.output)
+    if job.error_file and error_path:
+        storage.publish(error_path, job.error_file)
+    print(f"batch: {summary.line(seconds)}", file=sys.stderr)
+    return summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-i",
+        "--input-file",
+        required=True,
+        metavar="INPUT",
+        help="a path, -, http(s):// or s3:// URL (.gz by name)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output-file",
+        required=True,
+        metavar="OUTPUT",
+        help="a path, -, http(s):// (PUT) or s3:// URL",
+    )
+    parser.add_argument(
+        "--error-file", metavar="PATH", help="failed lines go here instead of the output"
+    )
+    engine_choice = parser.add_mutually_exclusive_group(required=True)
+    engine_choice.add_argument(
+        "--endpoint", metavar="URL", help="a running container, e.g. http://localhost:8080"
+    )
+    engine_choice.add_argument(
+        "--model", help="start `serve` with this model for the run; unknown options go to vLLM"
+    )
+    parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=DEFAULT_MAX_INFLIGHT,
+        metavar="N",
+        help=f"lines in flight at once (default {DEFAULT_MAX_INFLIGHT})",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="answer only the lines the output (and error file) do not hold yet",
+    )
+    parser.add_argument(
+        "--output-tmp-dir",
+        default=DEFAULT_TMP_DIR,
+        help="where remote or .gz outputs are staged until the end",
+    )
+
+
+def main(args: argparse.Namespace, extra: list[str]) -> int:
+    if extra and not args.model:
+        print(f"batch: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return 2
+    job = BatchJob(
+        input=args.input_file,
+        output=args.output_file,
+        error_file=args.error_file,
+        endpoint=args.endpoint,
+        model=args.model,
+        serve_args=tuple(extra),
+        max_inflight=args.max_inflight,
+        resume=args.resume,
+        output_tmp_dir=args.output_tmp_dir,
+    )
+    try:
+        asyncio.run(run(job))
+    except (storage.Unreachable, local_engine.EngineFailed, invoke.InvocationFailed) as error:
+        print(f"batch: {error}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,76 @@
+"""`serve` started for the length of one run: a free local port, ready when /ping says 200."""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+
+START_TIMEOUT_S = 900.0
+
+
+class EngineFailed(RuntimeError):
+    """The engine did not start; the message ends with the tail of its log."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def serving(model: str, extra: Sequence[str]) -> Iterator[str]:
+    """Start `serve` for `model` (vLLM options in `extra`); yield its URL once ready; stop it
+    with SIGTERM at the end."""
+    port = _free_port()
+    serve = str(Path(sys.executable).with_name("serve"))
+    env = {**os.environ, "SM_VLLM_MODEL": model, "SAGEMAKER_BIND_TO_PORT": str(port)}
+    with tempfile.TemporaryDirectory(prefix="vllm-sagemaker-engine-") as tmp:
+        log = Path(tmp) / "serve.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [serve, *extra],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not _ready(url):
+                if process.poll() is not None:
+                    raise EngineFailed(f"serve exited with {process.returncode}:\n{_tail(log)}")
+                if time.monotonic() > deadline:
+                    raise EngineFailed(
+                        f"serve not ready after {START_TIMEOUT_S:g} s:\n{_tail(log)}"
+                    )
+                time.sleep(1)
+            yield url
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/ping", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
