@@ -1,0 +1,258 @@
+"""`vllm-sagemaker batch` on real engines: bad lines, error files, kill -9 and resume, S3 through
+moto, HTTP GET/PUT, stdin/stdout, and an engine started for the run."""
+
+import gzip
+import http.server
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import boto3
+import pytest
+
+from tests.servers import Server
+
+VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
+
+
+def batch(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [VLLM_SAGEMAKER, "batch", *args], input=stdin, capture_output=True, timeout=900
+    )
+
+
+def completion(custom_id: str, prompt: str = "hello", tokens: int = 2) -> dict[str, Any]:
+    body = {"prompt": prompt, "max_tokens": tokens}
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/completions", "body": body}
+
+
+def jsonl(records: list[Any]) -> bytes:
+    return b"".join(
+        (r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in records
+    )
+
+
+def read(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def four_hundred_lines() -> list[Any]:
+    records: list[Any] = [completion(f"r{i}") for i in range(400)]
+    records[10] = b"{this is not json"
+    records[20] = completion("r5")
+    records[30] = {**completion("r30"), "url": "/v1/no-such-route"}
+    return records
+
+
+def test_bad_lines_become_error_lines(chat_server: Server, tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl(four_hundred_lines()))
+    done = batch(
+        "-i",
+        str(tmp_path / "in.jsonl"),
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "--endpoint",
+        chat_server.url,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = read((tmp_path / "out.jsonl").read_bytes())
+    assert len(lines) == 400
+    good = [line for line in lines if line["error"] is None]
+    assert len(good) == 397
+    assert all(line["response"]["status_code"] == 200 for line in good)
+    assert Counter(line["custom_id"] for line in good) == Counter(
+        f"r{i}" for i in range(400) if i not in (10, 20, 30)
+    )
+    errors = {line["error"]["code"]: line for line in lines if line["error"] is not None}
+    assert set(errors) == {"invalid_json", "duplicate_custom_id", "route_not_allowed"}
+    assert errors["invalid_json"]["custom_id"] is None
+    assert errors["invalid_json"]["error"]["message"].startswith("line 11: ")
+    assert errors["duplicate_custom_id"]["custom_id"] == "r5"
+    assert errors["route_not_allowed"]["custom_id"] == "r30"
+    assert [line["custom_id"] for line in lines[:3]] == ["r0", "r1", "r2"]
+    assert b"397 succeeded, 3 failed" in done.stderr
+
+
+def test_failed_lines_go_to_the_error_file(chat_server: Server, tmp_path: Path) -> None:
+    records = [completion("a"), completion("b", tokens=99999), b"[]"]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(records))
+    done = batch(
+        "-i",
+        str(tmp_path / "in.jsonl"),
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "--error-file",
+        str(tmp_path / "errors.jsonl"),
+        "--endpoint",
+        chat_server.url,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line["custom_id"] for line in read((tmp_path / "out.jsonl").read_bytes())] == ["a"]
+    errors = read((tmp_path / "errors.jsonl").read_bytes())
+    assert errors[0]["custom_id"] == "b" and errors[0]["response"]["status_code"] == 400
+    assert errors[1]["error"]["code"] == "missing_custom_id"
+
+
+def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl([completion(f"r{i}", f"line {i}", tokens=24) for i in range(1500)])
+    )
+    args = [
+        "-i",
+        str(tmp_path / "in.jsonl"),
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "--endpoint",
+        chat_server.url,
+        "--max-inflight",
+        "64",
+    ]
+    runner = subprocess.Popen([VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
+    output = tmp_path / "out.jsonl"
+    deadline = time.monotonic() + 120
+    while not output.exists() or output.read_bytes().count(b"\n") < 100:
+        assert runner.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    partial = output.read_bytes().count(b"\n")
+    assert partial < 1500
+    with output.open("ab") as torn:
+        torn.write(b'{"id": "batch_req_torn", "custom_id": "r')
+    done = batch(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    lines = read(output.read_bytes())
+    assert len(lines) == 1500
+    assert len({line["custom_id"] for line in lines}) == 1500
+    assert all(line["response"]["status_code"] == 200 for line in lines)
+    assert f"{partial} from before".encode() in done.stderr
+
+
+def test_s3_gzip_input_and_output(chat_server: Server, aws: dict[str, str]) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="batches")
+    records = [completion(f"s{i}") for i in range(50)]
+    s3.put_object(Bucket="batches", Key="in/requests.jsonl.gz", Body=gzip.compress(jsonl(records)))
+    done = batch(
+        "-i",
+        "s3://batches/in/requests.jsonl.gz",
+        "-o",
+        "s3://batches/out/results.jsonl",
+        "--endpoint",
+        chat_server.url,
+    )
+    assert done.returncode == 0, done.stderr
+    body = s3.get_object(Bucket="batches", Key="out/results.jsonl")["Body"].read()
+    assert [line["custom_id"] for line in read(body)] == [f"s{i}" for i in range(50)]
+    missing = batch("-i", "s3://batches/in/nothing.jsonl", "-o", "-", "--endpoint", chat_server.url)
+    assert missing.returncode == 1
+    assert b"cannot read s3://batches/in/nothing.jsonl" in missing.stderr
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Serves GET /input and records PUTs, answering 201 as some stores do."""
+
+    files: ClassVar[dict[str, bytes]] = {}
+
+    def do_GET(self) -> None:
+        body = self.files.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def do_PUT(self) -> None:
+        self.files[self.path] = self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_store() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_http_get_and_put(chat_server: Server, http_store: str) -> None:
+    Recorder.files["/in.jsonl"] = jsonl([completion(f"h{i}") for i in range(5)])
+    done = batch(
+        "-i",
+        http_store + "/in.jsonl",
+        "-o",
+        http_store + "/out.jsonl?sig=1",
+        "--endpoint",
+        chat_server.url,
+    )
+    assert done.returncode == 0, done.stderr
+    uploaded = read(Recorder.files["/out.jsonl?sig=1"])
+    assert [line["custom_id"] for line in uploaded] == [f"h{i}" for i in range(5)]
+    missing = batch("-i", http_store + "/none.jsonl", "-o", "-", "--endpoint", chat_server.url)
+    assert missing.returncode == 1
+    assert b"HTTP 404" in missing.stderr
+
+
+def test_stdin_to_stdout(chat_server: Server) -> None:
+    done = batch(
+        "-i",
+        "-",
+        "-o",
+        "-",
+        "--endpoint",
+        chat_server.url,
+        stdin=jsonl([completion("x"), completion("y")]),
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line["custom_id"] for line in read(done.stdout)] == ["x", "y"]
+
+
+def test_a_missing_input_stops_before_any_engine_starts(tmp_path: Path) -> None:
+    done = batch(
+        "-i",
+        str(tmp_path / "nope.jsonl"),
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "--model",
+        "/no/such/model",
+    )
+    assert done.returncode == 1
+    assert b"cannot read" in done.stderr and b"nope.jsonl" in done.stderr
+
+
+def test_model_starts_an_engine_for_the_run(models: dict[str, Path], tmp_path: Path) -> None:
+    lines = [
+        {
+            "custom_id": f"e{i}",
+            "method": "POST",
+            "url": "/v1/embeddings",
+            "body": {"input": f"text {i}"},
+        }
+        for i in range(20)
+    ]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(lines))
+    done = batch(
+        "-i",
+        str(tmp_path / "in.jsonl"),
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "--model",
+        str(models["embed"]),
+        "--max-model-len",
+        "128",
+    )
+    assert done.returncode == 0, done.stderr
+    out = read((tmp_path / "out.jsonl").read_bytes())
+    assert [len(line["response"]["body"]["data"][0]["embedding"]) for line in out] == [384] * 20
