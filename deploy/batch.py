@@ -341,7 +341,12 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
     )
     try:
         asyncio.run(run(job))
-    except (storage.Unreachable, local_engine.EngineFailed, invoke.InvocationFailed) as error:
+    except storage.Unreachable as error:
         print(f"batch: {error}", file=sys.stderr)
+        return 1
+    except (local_engine.EngineFailed, invoke.InvocationFailed) as error:
+        print(
+            f"batch: {error}\nbatch: run the same command with --resume to finish", file=sys.stderr
+        )
         return 1
     return 0
