@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from container import serve
-from deploy import batch, transform
+from deploy import batch, commands, transform
 
 
 def _serve_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vllm-sagemaker",
         description="Serve LLMs with vLLM on Amazon SageMaker, and run batch jobs against them.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _serve_parser(
-        commands.add_parser(
+        subcommands.add_parser(
             "serve",
             help="start vLLM's OpenAI server configured from the environment",
             description="Start vLLM's OpenAI server configured from SM_VLLM_* and SageMaker "
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     transform.add_arguments(
-        commands.add_parser(
+        subcommands.add_parser(
             "transform",
             help="run a Batch Transform job locally against a running container",
             description="Run a SageMaker Batch Transform job against a running container (local "
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     batch.add_arguments(
-        commands.add_parser(
+        subcommands.add_parser(
             "batch",
             help="run an OpenAI batch file through the container's record pipeline",
             description="Run an OpenAI batch file (custom_id/method/url/body lines) through a "
@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
             "answers in input order as they finish, and --resume finishes an interrupted run. "
             "Exit status: 0 when every line was answered (bad lines get error lines), 1 when the "
             "run stopped (unreadable input, no engine, unwritable output).",
+        )
+    )
+    commands.add_arguments(
+        subcommands.add_parser(
+            "deploy",
+            help="deploy to SageMaker: image, endpoint, transform, invoke, delete",
+            description="Create SageMaker endpoints and transform jobs with LLM-sized defaults. "
+            "Every command takes --dry-run to print its AWS calls as JSON without making them.",
         )
     )
     return parser
@@ -93,4 +101,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "transform":
         return transform.main(args)
+    if args.command == "deploy":
+        return commands.main(args)
     return 0

@@ -1,0 +1,209 @@
+"""`vllm-sagemaker deploy`: the plans it prints with --dry-run, and real runs against moto."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from deploy import split
+
+VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+
+
+def deploy(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [VLLM_SAGEMAKER, "deploy", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def plan(*args: str) -> list[dict[str, Any]]:
+    done = deploy(*args, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_endpoint_plan() -> None:
+    calls = plan(
+        "endpoint",
+        "--name",
+        "llm",
+        "--image",
+        IMAGE,
+        "--model-id",
+        "org/model",
+        "--instance-type",
+        "ml.g5.12xlarge",
+        "--env",
+        "SM_VLLM_MAX_MODEL_LEN=4096",
+    )
+    assert [c["operation"] for c in calls] == [
+        "CreateModel",
+        "CreateEndpointConfig",
+        "CreateEndpoint",
+    ]
+    container = calls[0]["params"]["PrimaryContainer"]
+    assert container["Image"] == IMAGE
+    assert container["Environment"] == {
+        "HF_MODEL_ID": "org/model",
+        "SM_VLLM_MAX_MODEL_LEN": "4096",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "4",
+    }
+    (variant,) = calls[1]["params"]["ProductionVariants"]
+    assert variant["InstanceType"] == "ml.g5.12xlarge"
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] >= 600
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+
+
+@pytest.mark.parametrize("join", [True, False])
+def test_transform_plan(join: bool) -> None:
+    calls = plan(
+        "transform",
+        "--name",
+        "job",
+        "--image",
+        IMAGE,
+        "--model-data",
+        "s3://m/model.tar.gz",
+        "--instance-type",
+        "ml.g5.2xlarge",
+        "--instance-count",
+        "3",
+        "--input",
+        "s3://d/in/",
+        "--output",
+        "s3://d/out/",
+        *(["--join-source", "Input"] if join else []),
+    )
+    assert [c["operation"] for c in calls] == ["CreateModel", "CreateTransformJob"]
+    assert calls[0]["params"]["PrimaryContainer"]["ModelDataUrl"] == "s3://m/model.tar.gz"
+    job = calls[1]["params"]
+    assert job["BatchStrategy"] == "MultiRecord"
+    assert job["TransformInput"]["SplitType"] == "Line"
+    assert job["TransformInput"]["ContentType"] == "application/jsonlines"
+    assert job["TransformOutput"] == {
+        "S3OutputPath": "s3://d/out/",
+        "Accept": "application/jsonlines",
+        "AssembleWith": "Line",
+    }
+    assert job["TransformResources"]["InstanceCount"] == 3
+    assert job["ModelClientConfig"]["InvocationsTimeoutInSeconds"] >= 600
+    assert ("DataProcessing" in job) is join
+    if join:
+        assert job["DataProcessing"] == {"JoinSource": "Input"}
+
+
+def test_transform_refuses_a_model_prefix() -> None:
+    done = deploy(
+        "transform",
+        "--dry-run",
+        "--name",
+        "job",
+        "--image",
+        IMAGE,
+        "--model-prefix",
+        "s3://m/p/",
+        "--instance-type",
+        "ml.g5.2xlarge",
+        "--input",
+        "s3://d/in/",
+        "--output",
+        "s3://d/out/",
+    )
+    assert done.returncode == 1
+    assert "ModelDataSource" in done.stderr and "--model-data" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("count", "parts", "expected"),
+    [
+        (300, 3, [(0, 100), (100, 200), (200, 300)]),
+        (7, 3, [(0, 3), (3, 5), (5, 7)]),
+        (2, 3, [(0, 1), (1, 2)]),
+        (0, 3, []),
+    ],
+)
+def test_split_ranges(count: int, parts: int, expected: list[tuple[int, int]]) -> None:
+    assert split.ranges(count, parts) == expected
+
+
+@pytest.mark.parametrize(
+    ("counts", "instances", "parts"),
+    [([300], 3, [3]), ([100, 200], 4, [2, 3]), ([5, 5, 5], 2, [1, 1, 1]), ([1], 4, [1])],
+)
+def test_parts_per_file(counts: list[int], instances: int, parts: list[int]) -> None:
+    assert split.parts_per_file(counts, instances) == parts
+
+
+def test_endpoint_then_delete_against_moto(aws: dict[str, str]) -> None:
+    env = {"SAGEMAKER_ROLE_ARN": ROLE}
+    created = deploy(
+        "endpoint",
+        "--name",
+        "llm",
+        "--image",
+        IMAGE,
+        "--model-id",
+        "org/model",
+        "--instance-type",
+        "ml.p3.8xlarge",
+        env=env,
+    )
+    assert created.returncode == 0, created.stderr
+    sagemaker = boto3.client("sagemaker")
+    assert sagemaker.describe_endpoint(EndpointName="llm")["EndpointStatus"] == "InService"
+    model = sagemaker.describe_model(ModelName="llm")["PrimaryContainer"]
+    assert model["Environment"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
+    deleted = deploy("delete", "--name", "llm", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert sagemaker.list_endpoints()["Endpoints"] == []
+    assert sagemaker.list_endpoint_configs()["EndpointConfigs"] == []
+    assert [m["ModelName"] for m in sagemaker.list_models()["Models"]] == []
+
+
+def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="jobs-data")
+    lines = [json.dumps({"custom_id": f"r{i}", "prompt": f"p{i}"}).encode() for i in range(300)]
+    s3.put_object(Bucket="jobs-data", Key="in/requests.jsonl", Body=b"\n".join(lines) + b"\n")
+    done = deploy(
+        "transform",
+        "--name",
+        "job",
+        "--image",
+        IMAGE,
+        "--model-id",
+        "org/model",
+        "--instance-type",
+        "ml.p3.2xlarge",
+        "--instance-count",
+        "3",
+        "--input",
+        "s3://jobs-data/in/",
+        "--output",
+        "s3://jobs-data/out/",
+        env={"SAGEMAKER_ROLE_ARN": ROLE},
+    )
+    assert done.returncode == 0, done.stderr
+    job = boto3.client("sagemaker").describe_transform_job(TransformJobName="job")
+    prefix = job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
+    assert prefix == "s3://jobs-data/in-split-3/"
+    keys = sorted(
+        o["Key"] for o in s3.list_objects_v2(Bucket="jobs-data", Prefix="in-split-3/")["Contents"]
+    )
+    assert len(keys) >= 3
+    joined = b"".join(s3.get_object(Bucket="jobs-data", Key=k)["Body"].read() for k in keys)
+    assert joined.splitlines() == lines
+    assert done.stdout.splitlines() == [
+        f"s3://jobs-data/out/{key.removeprefix('in-split-3/')}.out" for key in keys
+    ]
