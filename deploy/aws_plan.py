@@ -89,11 +89,16 @@ def endpoint_calls(
     env: Mapping[str, str],
     role: str,
     async_output: str | None = None,
+    version: str | None = None,
 ) -> list[Call]:
-    """CreateModel, CreateEndpointConfig, CreateEndpoint for a real-time (or async) endpoint."""
+    """CreateModel, CreateEndpointConfig, CreateEndpoint for a real-time (or async) endpoint.
+
+    With `version` (the endpoint exists already) the model and config get a versioned name and
+    the endpoint is updated to them: SageMaker swaps instances without downtime."""
+    resource = f"{name}-{version}" if version else name
     variant = {
         "VariantName": "AllTraffic",
-        "ModelName": name,
+        "ModelName": resource,
         "InstanceType": instance_type,
         "InitialInstanceCount": instance_count,
         "ContainerStartupHealthCheckTimeoutInSeconds": STARTUP_HEALTH_CHECK_S,
@@ -102,20 +107,19 @@ def endpoint_calls(
     if gpu_count(instance_type):
         variant["InferenceAmiVersion"] = INFERENCE_AMI
     config: dict[str, Any] = {
-        "EndpointConfigName": name,
+        "EndpointConfigName": resource,
         "ProductionVariants": [variant],
         "Tags": TAGS,
     }
     if async_output:
         config["AsyncInferenceConfig"] = {"OutputConfig": {"S3OutputPath": async_output}}
+    endpoint: dict[str, Any] = {"EndpointName": name, "EndpointConfigName": resource}
     return [
-        create_model(name, image, source, model_env(env, instance_type), role),
+        create_model(resource, image, source, model_env(env, instance_type), role),
         Call("sagemaker", "CreateEndpointConfig", config),
-        Call(
-            "sagemaker",
-            "CreateEndpoint",
-            {"EndpointName": name, "EndpointConfigName": name, "Tags": TAGS},
-        ),
+        Call("sagemaker", "UpdateEndpoint", endpoint)
+        if version
+        else Call("sagemaker", "CreateEndpoint", {**endpoint, "Tags": TAGS}),
     ]
 
 
@@ -157,10 +161,11 @@ def transform_call(
     return Call("sagemaker", "CreateTransformJob", params)
 
 
-def delete_calls(name: str) -> list[Call]:
-    """What `deploy delete` removes: the endpoint, its config and the model named `name`."""
+def delete_calls(name: str, configs: Sequence[str], models: Sequence[str]) -> list[Call]:
+    """What `deploy delete` removes: the endpoint `name`, then the endpoint configs and models
+    deploy created for it (`name` and its versions from updates)."""
     return [
         Call("sagemaker", "DeleteEndpoint", {"EndpointName": name}),
-        Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": name}),
-        Call("sagemaker", "DeleteModel", {"ModelName": name}),
+        *(Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c}) for c in configs),
+        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
     ]

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -48,7 +49,20 @@ def _source(args: argparse.Namespace) -> ModelSource:
     return ModelSource(args.model_id, args.model_data, getattr(args, "model_prefix", None))
 
 
+def _endpoint_exists(name: str) -> bool:
+    client = boto3.client("sagemaker")
+    try:
+        client.describe_endpoint(EndpointName=name)
+    except botocore.exceptions.ClientError:
+        return False
+    return True
+
+
 def endpoint(args: argparse.Namespace) -> int:
+    version = None
+    if not args.dry_run and _endpoint_exists(args.name):
+        version = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        print(f"deploy: {args.name} exists; updating it to version {version}", file=sys.stderr)
     calls = aws_plan.endpoint_calls(
         args.name,
         args.image,
@@ -58,6 +72,7 @@ def endpoint(args: argparse.Namespace) -> int:
         _env(args.env),
         _role(args),
         args.async_output,
+        version,
     )
     aws_run.execute(calls, args.dry_run)
     if not args.dry_run and not args.no_wait:
@@ -142,12 +157,25 @@ def transform(args: argparse.Namespace) -> int:
     return 0
 
 
+def _created_for(name: str) -> tuple[list[str], list[str]]:
+    """The endpoint configs and models named `name` or `name-<version>`."""
+    client = boto3.client("sagemaker")
+
+    def ours(items: list[dict[str, Any]], key: str) -> list[str]:
+        names = [item[key] for item in items]
+        return [n for n in names if n == name or n.startswith(name + "-")]
+
+    configs = client.list_endpoint_configs(NameContains=name, MaxResults=100)["EndpointConfigs"]
+    models = client.list_models(NameContains=name, MaxResults=100)["Models"]
+    return ours(configs, "EndpointConfigName"), ours(models, "ModelName")
+
+
 def delete(args: argparse.Namespace) -> int:
-    calls = aws_plan.delete_calls(args.name)
     if args.dry_run:
-        aws_run.execute(calls, True)
+        aws_run.execute(aws_plan.delete_calls(args.name, [args.name], [args.name]), True)
         return 0
-    for call in calls:
+    configs, models = _created_for(args.name)
+    for call in aws_plan.delete_calls(args.name, configs, models):
         try:
             aws_run.execute([call], False)
         except botocore.exceptions.ClientError as error:

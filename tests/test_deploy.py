@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from deploy import split
+from deploy import aws_plan, split
 
 VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
@@ -63,6 +63,29 @@ def test_endpoint_plan() -> None:
     assert variant["InstanceType"] == "ml.g5.12xlarge"
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] >= 600
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+
+
+def test_an_existing_endpoint_is_updated_to_a_new_version() -> None:
+    """moto has no UpdateEndpoint, so the update plan is checked as data."""
+    calls = aws_plan.endpoint_calls(
+        "llm",
+        IMAGE,
+        aws_plan.ModelSource(model_id="org/m"),
+        "ml.g5.2xlarge",
+        1,
+        {},
+        ROLE,
+        version="20261122-120000",
+    )
+    assert [
+        (c.operation, c.params.get("ModelName") or c.params.get("EndpointConfigName"))
+        for c in calls
+    ] == [
+        ("CreateModel", "llm-20261122-120000"),
+        ("CreateEndpointConfig", "llm-20261122-120000"),
+        ("UpdateEndpoint", "llm-20261122-120000"),
+    ]
+    assert calls[2].params == {"EndpointName": "llm", "EndpointConfigName": "llm-20261122-120000"}
 
 
 @pytest.mark.parametrize("join", [True, False])
@@ -207,3 +230,39 @@ def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> N
     assert done.stdout.splitlines() == [
         f"s3://jobs-data/out/{key.removeprefix('in-split-3/')}.out" for key in keys
     ]
+
+
+def test_invoke_against_moto(aws: dict[str, str]) -> None:
+    done = deploy("invoke", "--name", "any", "--body", '{"prompt": "hi"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+    planned = plan("invoke", "--name", "llm", "--body", '{"prompt": "hi"}', "--stream")
+    assert planned == [
+        {
+            "service": "sagemaker-runtime",
+            "operation": "InvokeEndpointWithResponseStream",
+            "params": {
+                "EndpointName": "llm",
+                "ContentType": "application/json",
+                "Body": '{"prompt": "hi"}',
+            },
+        }
+    ]
+
+
+def test_image_logs_in_builds_and_pushes(aws: dict[str, str], tmp_path: Path) -> None:
+    """Docker cannot run here: a recording script stands in for the docker CLI only."""
+    record = tmp_path / "docker-calls"
+    docker = tmp_path / "docker"
+    docker.write_text(f'#!/bin/sh\necho "$@" >> {record}\ncat > /dev/null\n')
+    docker.chmod(0o755)
+    done = deploy("image", "--repository", "vllm-sagemaker", "--tag", "v1", "--docker", str(docker))
+    assert done.returncode == 0, done.stderr
+    uri = done.stdout.strip()
+    assert uri.endswith("/vllm-sagemaker:v1")
+    login, build, push = record.read_text().splitlines()
+    assert login.startswith("login --username AWS --password-stdin")
+    assert build == f"build -t {uri} ."
+    assert push == f"push {uri}"
+    repositories = boto3.client("ecr").describe_repositories()["repositories"]
+    assert [r["repositoryName"] for r in repositories] == ["vllm-sagemaker"]
