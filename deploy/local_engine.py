@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 START_TIMEOUT_S = 900.0
+POLL_S = 0.25
 
 
 class EngineFailed(RuntimeError):
@@ -57,7 +58,7 @@ def serving(model: str, extra: Sequence[str]) -> Iterator[str]:
                     raise EngineFailed(
                         f"serve not ready after {START_TIMEOUT_S:g} s:\n{_tail(log)}"
                     )
-                time.sleep(1)
+                time.sleep(POLL_S)
             yield url
         finally:
             if process.poll() is None:
