@@ -32,6 +32,7 @@ from handler.jsonlines import iter_records
 LINES_PER_REQUEST = 32
 DEFAULT_MAX_INFLIGHT = 512
 LOG_EVERY_S = 10.0
+READY_WAIT_S = 60.0
 DEFAULT_TMP_DIR = str(Path(tempfile.gettempdir()) / "vllm-sagemaker-batch")
 JSON_LINES = {"Content-Type": "application/jsonlines"}
 
@@ -208,17 +209,6 @@ def engine(job: BatchJob) -> Iterator[str]:
             yield url
 
 
-async def wait_ready(client: httpx.AsyncClient, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        with contextlib.suppress(httpx.HTTPError):
-            if (await client.get("/ping", timeout=2)).status_code == 200:
-                return
-        if time.monotonic() > deadline:
-            raise local_engine.EngineFailed(f"{client.base_url}/ping did not answer 200")
-        await asyncio.sleep(1)
-
-
 def open_sink(
     uri: str, job: BatchJob, summary: Summary, answered: Answered, stack: contextlib.ExitStack
 ) -> tuple[str, IO[bytes]]:
@@ -248,7 +238,7 @@ async def run(job: BatchJob) -> Summary:
         url = stack.enter_context(engine(job))
         progress = Progress()
         async with httpx.AsyncClient(base_url=url) as client:
-            await wait_ready(client)
+            await invoke.wait_ready(client, READY_WAIT_S)
             slots = asyncio.Semaphore(max(1, job.max_inflight // LINES_PER_REQUEST))
 
             async def start(chunk: list[Checked]) -> list[bytes]:
@@ -344,7 +334,7 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
     except storage.Unreachable as error:
         print(f"batch: {error}", file=sys.stderr)
         return 1
-    except (local_engine.EngineFailed, invoke.InvocationFailed) as error:
+    except (local_engine.EngineFailed, invoke.InvocationFailed, invoke.NotReady) as error:
         print(
             f"batch: {error}\nbatch: run the same command with --resume to finish", file=sys.stderr
         )

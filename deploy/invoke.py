@@ -39,3 +39,21 @@ async def post(
         if response.status_code not in RETRY_STATUSES:
             raise InvocationFailed(failure)
     raise InvocationFailed(f"{failure} (after {retries} retries)")
+
+
+class NotReady(Exception):
+    """The container never answered /ping with 200."""
+
+
+async def wait_ready(client: httpx.AsyncClient, seconds: float) -> None:
+    """Call /ping (as SageMaker does) until it answers 200; NotReady after `seconds`."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        try:
+            if (await client.get("/ping", timeout=2)).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise NotReady(f"{client.base_url}/ping did not answer 200 in {seconds:g} s")
+        await asyncio.sleep(0.5)

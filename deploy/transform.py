@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import io
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
@@ -149,18 +148,6 @@ class Runner:
         self.job = job
         self.client = client
 
-    async def wait_ready(self) -> None:
-        deadline = time.monotonic() + PING_WAIT_S
-        while True:
-            try:
-                if (await self.client.get("/ping", timeout=2)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise JobError(f"{self.job.endpoint}/ping did not answer 200 in {PING_WAIT_S} s")
-            await asyncio.sleep(1)
-
     async def execution_parameters(self) -> dict | None:
         """The container's answer, or None when it has none (SageMaker then uses defaults)."""
         try:
@@ -221,7 +208,7 @@ async def run(job: TransformJob) -> int:
     files = storage.list_inputs(job.input)
     async with httpx.AsyncClient(base_url=job.endpoint.rstrip("/")) as client:
         runner = Runner(job, client)
-        await runner.wait_ready()
+        await invoke.wait_ready(client, PING_WAIT_S)
         chosen = settings(job, await runner.execution_parameters())
         slots = asyncio.Semaphore(chosen.concurrency)
         opened_files = asyncio.Semaphore(chosen.concurrency)
@@ -301,6 +288,6 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
 def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run(job_from_args(args)))
-    except (JobError, JsonPathError, FileNotFoundError, ValueError) as error:
+    except (JobError, JsonPathError, FileNotFoundError, ValueError, invoke.NotReady) as error:
         print(f"transform: {error}", file=sys.stderr)
         return 2
