@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -190,8 +191,32 @@ def _body(text: str) -> bytes:
     return text.encode()
 
 
+def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
+    """Upload the body beside the endpoint's async outputs, invoke, print where the answer
+    will appear."""
+    if dry_run:
+        params = {"EndpointName": name, "InputLocation": "<S3OutputPath>/inputs/<id>.json"}
+        aws_run.execute([Call("sagemaker-runtime", "InvokeEndpointAsync", params)], True)
+        return 0
+    client = boto3.client("sagemaker")
+    config_name = client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    config = client.describe_endpoint_config(EndpointConfigName=config_name)
+    output = config.get("AsyncInferenceConfig", {}).get("OutputConfig", {}).get("S3OutputPath")
+    if not output:
+        raise SystemExit(f"deploy: {name} is not an async endpoint (deploy it with --async-output)")
+    location = storage.joined(output, f"inputs/{uuid.uuid4().hex}.json")
+    bucket, key = storage.s3_parts(location)
+    storage.s3_client().put_object(Bucket=bucket, Key=key, Body=body)
+    params = {"EndpointName": name, "InputLocation": location, "ContentType": "application/json"}
+    (answer,) = aws_run.execute([Call("sagemaker-runtime", "InvokeEndpointAsync", params)], False)
+    print(answer["OutputLocation"])
+    return 0
+
+
 def invoke(args: argparse.Namespace) -> int:
     body = _body(args.body)
+    if args.use_async:
+        return invoke_async(args.name, body, args.dry_run)
     params: dict[str, Any] = {
         "EndpointName": args.name,
         "ContentType": "application/json",
@@ -326,7 +351,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     call = commands.add_parser("invoke", parents=[common], help="call an endpoint")
     call.add_argument("--name", required=True)
     call.add_argument("--body", required=True, help="JSON, or @file")
-    call.add_argument("--stream", action="store_true", help="print tokens as they arrive")
+    mode = call.add_mutually_exclusive_group()
+    mode.add_argument("--stream", action="store_true", help="print tokens as they arrive")
+    mode.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="async endpoint: upload the body, print the S3 location of the answer",
+    )
     call.set_defaults(handler=invoke)
 
     remove = commands.add_parser("delete", parents=[common], help="delete what deploy created")

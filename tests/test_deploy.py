@@ -266,3 +266,34 @@ def test_image_logs_in_builds_and_pushes(aws: dict[str, str], tmp_path: Path) ->
     assert push == f"push {uri}"
     repositories = boto3.client("ecr").describe_repositories()["repositories"]
     assert [r["repositoryName"] for r in repositories] == ["vllm-sagemaker"]
+
+
+def test_async_endpoint_and_invocation_against_moto(aws: dict[str, str]) -> None:
+    boto3.client("s3").create_bucket(Bucket="async-results")
+    created = deploy(
+        "endpoint",
+        "--name",
+        "async-llm",
+        "--image",
+        IMAGE,
+        "--model-id",
+        "org/model",
+        "--instance-type",
+        "ml.p3.2xlarge",
+        "--async-output",
+        "s3://async-results/out/",
+        env={"SAGEMAKER_ROLE_ARN": ROLE},
+    )
+    assert created.returncode == 0, created.stderr
+    config = boto3.client("sagemaker").describe_endpoint_config(EndpointConfigName="async-llm")
+    assert (
+        config["AsyncInferenceConfig"]["OutputConfig"]["S3OutputPath"] == "s3://async-results/out/"
+    )
+    done = deploy("invoke", "--name", "async-llm", "--async", "--body", '{"prompt": "hi"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("s3://")
+    inputs = boto3.client("s3").list_objects_v2(Bucket="async-results", Prefix="out/inputs/")
+    (uploaded,) = inputs["Contents"]
+    body = boto3.client("s3").get_object(Bucket="async-results", Key=uploaded["Key"])["Body"]
+    assert body.read() == b'{"prompt": "hi"}'
+    assert deploy("delete", "--name", "async-llm").returncode == 0
