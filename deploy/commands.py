@@ -235,14 +235,14 @@ def invoke(args: argparse.Namespace) -> int:
     if not args.stream:
         sys.stdout.buffer.write(answer["Body"].read() + b"\n")
         return 0
-    for text in _stream_text(answer["Body"]):
+    for text in stream_text(answer["Body"]):
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.stdout.write("\n")
     return 0
 
 
-def _stream_text(events: Any) -> Any:
+def stream_text(events: Any) -> Any:
     """The generated text in a stream of server-sent events, as it arrives."""
     pending = b""
     for event in events:

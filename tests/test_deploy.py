@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from deploy import aws_plan, split
+from deploy import aws_plan, commands, split
 
 VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
@@ -297,3 +297,14 @@ def test_async_endpoint_and_invocation_against_moto(aws: dict[str, str]) -> None
     body = boto3.client("s3").get_object(Bucket="async-results", Key=uploaded["Key"])["Body"]
     assert body.read() == b'{"prompt": "hi"}'
     assert deploy("delete", "--name", "async-llm").returncode == 0
+
+
+def test_streamed_tokens_are_printed_as_they_arrive() -> None:
+    """InvokeEndpointWithResponseStream hands over the SSE bytes in arbitrary pieces."""
+    pieces = [
+        b'data: {"choices": [{"text": "Hel',
+        b'lo"}]}\n\ndata: {"choices": [{"delta": {"content": ", world"}}]}\n',
+        b"\ndata: [DONE]\n\n",
+    ]
+    events = [{"PayloadPart": {"Bytes": piece}} for piece in pieces]
+    assert list(commands.stream_text(events)) == ["Hello", ", world"]
