@@ -179,12 +179,23 @@ async def answer_chunk(
     return lines
 
 
+def count_lines(source: IO[bytes]) -> int | None:
+    """The number of lines of a seekable input (for the progress bar's ETA), None for a pipe."""
+    if not source.seekable():
+        return None
+    lines = sum(chunk.count(b"\n") for chunk in iter(lambda: source.read(1 << 20), b""))
+    source.seek(0)
+    return lines
+
+
 class Progress:
     """A progress bar on a terminal, a plain log line every LOG_EVERY_S otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: int | None, done: int) -> None:
         self.interactive = sys.stderr.isatty()
-        self.bar = tqdm(unit=" lines", disable=not self.interactive, desc="batch")
+        self.bar = tqdm(
+            total=total, initial=done, unit=" lines", disable=not self.interactive, desc="batch"
+        )
         self.started = self.last_log = time.monotonic()
 
     def update(self, summary: Summary, lines: int) -> None:
@@ -236,7 +247,7 @@ async def run(job: BatchJob) -> Summary:
         sinks = Sinks(output, errors)
         source = stack.enter_context(storage.reading(job.input))
         url = stack.enter_context(engine(job))
-        progress = Progress()
+        progress = Progress(count_lines(source), summary.lines)
         async with httpx.AsyncClient(base_url=url) as client:
             await invoke.wait_ready(client, READY_WAIT_S)
             slots = asyncio.Semaphore(max(1, job.max_inflight // LINES_PER_REQUEST))
