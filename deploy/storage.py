@@ -150,9 +150,9 @@ def is_http(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
-def _http(method: str, url: str, upload: str | None = None) -> httpx.Response:
-    """One HTTP call (streaming the file `upload` as the body), retried with backoff on 5xx,
-    timeouts and connection errors."""
+def _http(method: str, url: str, upload: str | None = None, into: IO[bytes] | None = None) -> None:
+    """One HTTP call, retried with backoff on 5xx, timeouts and connection errors: the file
+    `upload` is streamed as the body; a successful answer is streamed into `into`."""
     failure = ""
     for attempt in range(HTTP_RETRIES + 1):
         if attempt:
@@ -160,32 +160,34 @@ def _http(method: str, url: str, upload: str | None = None) -> httpx.Response:
         try:
             with contextlib.ExitStack() as stack:
                 body = stack.enter_context(open(upload, "rb")) if upload else None
-                response = httpx.request(method, url, content=body, timeout=HTTP_TIMEOUT_S)
+                response = stack.enter_context(
+                    httpx.stream(method, url, content=body, timeout=HTTP_TIMEOUT_S)
+                )
+                if response.is_success:
+                    if into is not None:
+                        into.seek(0)
+                        into.truncate()
+                        for chunk in response.iter_bytes():
+                            into.write(chunk)
+                    return
+                failure = f"HTTP {response.status_code}: {response.read()[:300]!r}"
         except httpx.TransportError as error:
             failure = f"{type(error).__name__}: {error}"
             continue
-        if response.is_success:
-            return response
-        failure = f"HTTP {response.status_code}: {response.text[:300]}"
         if response.status_code < 500:
             break
     raise Unreachable(f"{method} {url.split('?', 1)[0]} failed: {failure}")
 
 
 def _download(uri: str, into: IO[bytes]) -> None:
-    if is_s3(uri):
-        bucket, key = s3_parts(uri)
-        try:
-            s3_client().download_fileobj(bucket, key, into)
-        except Exception as error:
-            raise Unreachable(f"cannot read {uri}: {error}") from None
+    if not is_s3(uri):
+        _http("GET", uri, into=into)
         return
-    with httpx.stream("GET", uri, timeout=HTTP_TIMEOUT_S) as response:
-        if not response.is_success:
-            response.close()
-            _http("GET", uri)
-        for chunk in response.iter_bytes():
-            into.write(chunk)
+    bucket, key = s3_parts(uri)
+    try:
+        s3_client().download_fileobj(bucket, key, into)
+    except Exception as error:
+        raise Unreachable(f"cannot read {uri}: {error}") from None
 
 
 @contextlib.contextmanager

@@ -45,8 +45,8 @@ def split(body: bytes) -> list[bytes]:
 def holds_several_records(body: bytes) -> bool:
     """Whether an `application/json` body is JSON Lines: more than one non-blank line and not
     one JSON document."""
-    body = without_bom(body)
-    if sum(1 for line in body.splitlines() if line.strip()) < 2:
+    body = without_bom(body).strip()
+    if b"\n" not in body:
         return False
     try:
         json.loads(body)

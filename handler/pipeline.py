@@ -85,12 +85,9 @@ class Pipeline:
     ) -> tuple[int, bytes]:
         """Call the target's route and shape its answer: (status, body)."""
         reply = await self._call(scope, headers, target, request_id, disconnected)
-        body = bytes(reply.body)
         if target.custom_id is not None:
-            return 200, formats.batch_output_line(
-                target.custom_id, reply.status, request_id, body, _is_json(reply)
-            )
-        return reply.status, formats.shaped(target.answer, reply.status, body)
+            return 200, self._line(target, reply, request_id)
+        return reply.status, formats.shaped(target.answer, reply.status, bytes(reply.body))
 
     async def record(
         self,

@@ -6,7 +6,6 @@ import http.server
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -17,14 +16,20 @@ from typing import Any, ClassVar
 import boto3
 import pytest
 
+from tests import cli
 from tests.servers import Server
-
-VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 
 
 def batch(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [VLLM_SAGEMAKER, "batch", *args], input=stdin, capture_output=True, timeout=900
+    return cli.run("batch", *args, stdin=stdin)
+
+
+def files(tmp_path: Path, server: Server) -> list[str]:
+    """`-i in.jsonl -o out.jsonl --endpoint URL` in `tmp_path`."""
+    return cli.options(
+        input_file=str(tmp_path / "in.jsonl"),
+        output_file=str(tmp_path / "out.jsonl"),
+        endpoint=server.url,
     )
 
 
@@ -54,12 +59,7 @@ def four_hundred_lines() -> list[Any]:
 def test_bad_lines_become_error_lines(chat_server: Server, tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_bytes(jsonl(four_hundred_lines()))
     done = batch(
-        "-i",
-        str(tmp_path / "in.jsonl"),
-        "-o",
-        str(tmp_path / "out.jsonl"),
-        "--endpoint",
-        chat_server.url,
+        *files(tmp_path, chat_server),
     )
     assert done.returncode == 0, done.stderr
     lines = read((tmp_path / "out.jsonl").read_bytes())
@@ -84,14 +84,9 @@ def test_failed_lines_go_to_the_error_file(chat_server: Server, tmp_path: Path) 
     records = [completion("a"), completion("b", tokens=99999), b"[]"]
     (tmp_path / "in.jsonl").write_bytes(jsonl(records))
     done = batch(
-        "-i",
-        str(tmp_path / "in.jsonl"),
-        "-o",
-        str(tmp_path / "out.jsonl"),
+        *files(tmp_path, chat_server),
         "--error-file",
         str(tmp_path / "errors.jsonl"),
-        "--endpoint",
-        chat_server.url,
     )
     assert done.returncode == 0, done.stderr
     assert [line["custom_id"] for line in read((tmp_path / "out.jsonl").read_bytes())] == ["a"]
@@ -105,16 +100,11 @@ def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_pat
         jsonl([completion(f"r{i}", f"line {i}", tokens=24) for i in range(1500)])
     )
     args = [
-        "-i",
-        str(tmp_path / "in.jsonl"),
-        "-o",
-        str(tmp_path / "out.jsonl"),
-        "--endpoint",
-        chat_server.url,
+        *files(tmp_path, chat_server),
         "--max-inflight",
         "64",
     ]
-    runner = subprocess.Popen([VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
+    runner = subprocess.Popen([cli.VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
     output = tmp_path / "out.jsonl"
     deadline = time.monotonic() + 120
     while not output.exists() or output.read_bytes().count(b"\n") < 100:

@@ -1,9 +1,7 @@
 """`vllm-sagemaker deploy`: the plans it prints with --dry-run, and real runs against moto."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,19 +9,23 @@ import boto3
 import pytest
 
 from deploy import aws_plan, commands, split
+from tests import cli
 
-VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 
 
 def deploy(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [VLLM_SAGEMAKER, "deploy", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
+    done = cli.run("deploy", *args, env=env)
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def model_options(name: str, instance_type: str, **extra: str) -> list[str]:
+    """The options every endpoint and transform command needs, plus `extra`."""
+    return cli.options(
+        name=name, image=IMAGE, model_id="org/model", instance_type=instance_type, **extra
     )
 
 
@@ -35,17 +37,7 @@ def plan(*args: str) -> list[dict[str, Any]]:
 
 def test_endpoint_plan() -> None:
     calls = plan(
-        "endpoint",
-        "--name",
-        "llm",
-        "--image",
-        IMAGE,
-        "--model-id",
-        "org/model",
-        "--instance-type",
-        "ml.g5.12xlarge",
-        "--env",
-        "SM_VLLM_MAX_MODEL_LEN=4096",
+        "endpoint", *model_options("llm", "ml.g5.12xlarge", env="SM_VLLM_MAX_MODEL_LEN=4096")
     )
     assert [c["operation"] for c in calls] == [
         "CreateModel",
@@ -170,18 +162,7 @@ def test_parts_per_file(counts: list[int], instances: int, parts: list[int]) -> 
 
 def test_endpoint_then_delete_against_moto(aws: dict[str, str]) -> None:
     env = {"SAGEMAKER_ROLE_ARN": ROLE}
-    created = deploy(
-        "endpoint",
-        "--name",
-        "llm",
-        "--image",
-        IMAGE,
-        "--model-id",
-        "org/model",
-        "--instance-type",
-        "ml.p3.8xlarge",
-        env=env,
-    )
+    created = deploy("endpoint", *model_options("llm", "ml.p3.8xlarge"), env=env)
     assert created.returncode == 0, created.stderr
     sagemaker = boto3.client("sagemaker")
     assert sagemaker.describe_endpoint(EndpointName="llm")["EndpointStatus"] == "InService"
@@ -199,24 +180,14 @@ def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> N
     s3.create_bucket(Bucket="jobs-data")
     lines = [json.dumps({"custom_id": f"r{i}", "prompt": f"p{i}"}).encode() for i in range(300)]
     s3.put_object(Bucket="jobs-data", Key="in/requests.jsonl", Body=b"\n".join(lines) + b"\n")
-    done = deploy(
-        "transform",
-        "--name",
+    arguments = model_options(
         "job",
-        "--image",
-        IMAGE,
-        "--model-id",
-        "org/model",
-        "--instance-type",
         "ml.p3.2xlarge",
-        "--instance-count",
-        "3",
-        "--input",
-        "s3://jobs-data/in/",
-        "--output",
-        "s3://jobs-data/out/",
-        env={"SAGEMAKER_ROLE_ARN": ROLE},
+        instance_count="3",
+        input="s3://jobs-data/in/",
+        output="s3://jobs-data/out/",
     )
+    done = deploy("transform", *arguments, env={"SAGEMAKER_ROLE_ARN": ROLE})
     assert done.returncode == 0, done.stderr
     job = boto3.client("sagemaker").describe_transform_job(TransformJobName="job")
     prefix = job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
@@ -272,16 +243,7 @@ def test_async_endpoint_and_invocation_against_moto(aws: dict[str, str]) -> None
     boto3.client("s3").create_bucket(Bucket="async-results")
     created = deploy(
         "endpoint",
-        "--name",
-        "async-llm",
-        "--image",
-        IMAGE,
-        "--model-id",
-        "org/model",
-        "--instance-type",
-        "ml.p3.2xlarge",
-        "--async-output",
-        "s3://async-results/out/",
+        *model_options("async-llm", "ml.p3.2xlarge", async_output="s3://async-results/out/"),
         env={"SAGEMAKER_ROLE_ARN": ROLE},
     )
     assert created.returncode == 0, created.stderr

@@ -2,34 +2,21 @@
 directories and S3 prefixes, MultiRecord and SingleRecord, JoinSource and filters, failures."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import boto3
 
+from tests import cli
 from tests.servers import Server
 
-VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 JSONL = "application/jsonlines"
 LINES = ["--split-type", "Line", "--assemble-with", "Line"]
 
 
 def transform(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [VLLM_SAGEMAKER, "transform", "--endpoint", server.url, *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=os.environ,
-    )
-
-
-def options(**named: str) -> list[str]:
-    """`content_type="x"` -> ["--content-type", "x"]."""
-    return [arg for name, value in named.items() for arg in ("--" + name.replace("_", "-"), value)]
+    return cli.run("transform", "--endpoint", server.url, *args, text=True)
 
 
 def write_jsonl(path: Path, records: list[Any]) -> None:
@@ -51,7 +38,7 @@ def test_directory_multirecord_join_and_output_filter(embed_server: Server, tmp_
     write_jsonl(tmp_path / "in" / "sub" / "small.jsonl", small)
     done = transform(
         embed_server,
-        *options(
+        *cli.options(
             input=str(tmp_path / "in"),
             output=str(tmp_path / "out"),
             content_type=JSONL,
@@ -88,7 +75,7 @@ def test_input_filter_and_single_record(chat_server: Server, tmp_path: Path) -> 
     write_jsonl(tmp_path / "in.jsonl", records)
     done = transform(
         chat_server,
-        *options(
+        *cli.options(
             input=str(tmp_path / "in.jsonl"),
             output=str(tmp_path / "out"),
             content_type=JSONL,
@@ -111,7 +98,7 @@ def test_split_none_sends_the_whole_file(chat_server: Server, tmp_path: Path) ->
     write_jsonl(tmp_path / "in" / "f.jsonl", [{"prompt": "a", "max_tokens": 1}, "\n", {"x": 1}])
     done = transform(
         chat_server,
-        *options(input=str(tmp_path / "in"), output=str(tmp_path / "out"), content_type=JSONL),
+        *cli.options(input=str(tmp_path / "in"), output=str(tmp_path / "out"), content_type=JSONL),
     )
     assert done.returncode == 0, done.stderr
     out = read_jsonl(tmp_path / "out" / "f.jsonl.out")
@@ -124,7 +111,7 @@ def test_a_failed_file_has_no_output_and_the_job_fails(chat_server: Server, tmp_
     write_jsonl(tmp_path / "in" / "huge.jsonl", [{"prompt": "a" * (2 * 1024 * 1024)}])
     done = transform(
         chat_server,
-        *options(
+        *cli.options(
             input=str(tmp_path / "in"),
             output=str(tmp_path / "out"),
             content_type=JSONL,
@@ -161,7 +148,7 @@ def test_s3_prefixes_through_moto(chat_server: Server, aws: dict[str, str], tmp_
         s3.put_object(Bucket="jobs", Key=name, Body=body.encode())
     done = transform(
         chat_server,
-        *options(input="s3://jobs/data/", output="s3://jobs/results", content_type=JSONL),
+        *cli.options(input="s3://jobs/data/", output="s3://jobs/results", content_type=JSONL),
         *LINES,
     )
     assert done.returncode == 0, done.stderr
@@ -178,7 +165,7 @@ def test_a_job_sagemaker_would_refuse_does_not_start(chat_server: Server, tmp_pa
     write_jsonl(tmp_path / "in.jsonl", [{"prompt": "a"}])
     done = transform(
         chat_server,
-        *options(
+        *cli.options(
             input=str(tmp_path / "in.jsonl"),
             output=str(tmp_path / "out"),
             content_type=JSONL,
