@@ -81,9 +81,9 @@ def repair(path: str) -> list[Outcome]:
     keep = 0
     with open(path, "rb") as existing:
         for line in existing:
+            if not line.endswith(b"\n"):
+                break
             try:
-                if not line.endswith(b"\n"):
-                    raise ValueError("half-written")
                 outcomes.append(outcome(line))
             except ValueError:
                 break
@@ -250,11 +250,9 @@ async def run(job: BatchJob) -> Summary:
         progress = Progress(count_lines(source), summary.lines)
         async with httpx.AsyncClient(base_url=url) as client:
             await invoke.wait_ready(client, READY_WAIT_S)
-            slots = asyncio.Semaphore(max(1, job.max_inflight // LINES_PER_REQUEST))
 
             async def start(chunk: list[Checked]) -> list[bytes]:
-                async with slots:
-                    return await answer_chunk(client, chunk, job.timeout_s)
+                return await answer_chunk(client, chunk, job.timeout_s)
 
             def finish(chunk: list[Checked], lines: list[bytes]) -> None:
                 for line in lines:
@@ -269,7 +267,7 @@ async def run(job: BatchJob) -> Summary:
                     chunks(to_answer(source, answered), LINES_PER_REQUEST),
                     start,
                     finish,
-                    max(1, job.max_inflight // LINES_PER_REQUEST) + 1,
+                    max(1, job.max_inflight // LINES_PER_REQUEST),
                 )
             finally:
                 seconds = progress.close()
