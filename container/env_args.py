@@ -11,6 +11,12 @@ SM_VLLM_PREFIX = "SM_VLLM_"
 DEFAULT_PORT = 8080
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 MIDDLEWARE = "handler.SageMakerMiddleware"
+# SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
+# TimeoutInSeconds); vLLM gives up on its engine after 600 s unless told otherwise.
+ENGINE_READY_TIMEOUT_S = 3600
+# Object stores vLLM's Run:ai model streamer reads weights from without a download first.
+STREAMED_SCHEMES = ("s3://", "gs://", "az://")
+STREAMER_LOAD_FORMAT = "runai_streamer"
 
 # Settings the SageMaker contract owns: they never come from SM_VLLM_* variables.
 _CONTRACT_OWNED = frozenset({"MODEL", "PORT", "HOST"})
@@ -99,10 +105,7 @@ def tensor_parallel_args(
     env: Mapping[str, str], visible_gpus: int, given: Sequence[str]
 ) -> list[str]:
     """`--tensor-parallel-size` from SM_NUM_GPUS or the visible GPU count, unless already given."""
-    if any(
-        a in ("--tensor-parallel-size", "-tp") or a.startswith("--tensor-parallel-size=")
-        for a in given
-    ):
+    if _given("--tensor-parallel-size", given) or "-tp" in given:
         return []
     raw = env.get("SM_NUM_GPUS", "")
     if raw:
@@ -112,6 +115,35 @@ def tensor_parallel_args(
     if visible_gpus > 1:
         return ["--tensor-parallel-size", str(visible_gpus)]
     return []
+
+
+def _given(flag: str, args: Sequence[str]) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
+def load_format_args(model: str, given: Sequence[str]) -> list[str]:
+    """`--load-format runai_streamer` for a model in an object store (`s3://bucket/prefix/`):
+    the weights stream to the engine with no download to disk first. A load format the user
+    chose wins."""
+    if not model.lower().startswith(STREAMED_SCHEMES) or _given("--load-format", given):
+        return []
+    return ["--load-format", STREAMER_LOAD_FORMAT]
+
+
+def platform_env(env: Mapping[str, str], model: str) -> dict[str, str]:
+    """Variables `serve` adds unless the user set them: vLLM waits for its engine as long as
+    SageMaker waits for /ping; with LoRA on, adapters can be registered at run time
+    (SageMaker's POST /adapters); a model streamed from an S3-compatible store at a custom
+    endpoint (AWS_ENDPOINT_URL: MinIO, LocalStack, moto) is addressed path-style, as such
+    stores expect."""
+    added = {"VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S)}
+    lora = env.get(SM_VLLM_PREFIX + "ENABLE_LORA", "")
+    if lora.lower() not in ("", "false"):
+        added["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "true"
+    custom_endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if model.lower().startswith("s3://") and custom_endpoint:
+        added["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"] = "0"
+    return {key: value for key, value in added.items() if key not in env}
 
 
 def quiet_ping_args(given: Sequence[str]) -> list[str]:
@@ -130,14 +162,16 @@ def server_args(
 ) -> list[str]:
     """The full argument list of vLLM's OpenAI server (everything after the program)."""
     flags = [*sm_vllm_flags(env), *extra]
+    model = resolve_model(env, model_dir_entries)
     return [
         "--model",
-        resolve_model(env, model_dir_entries),
+        model,
         "--host",
         "0.0.0.0",
         "--port",
         str(port(env)),
         *flags,
+        *load_format_args(model, flags),
         *tensor_parallel_args(env, visible_gpus, flags),
         *quiet_ping_args(flags),
         "--middleware",

@@ -5,7 +5,6 @@ prints or execs the result, and turns a configuration error (of the server or of
 that will run inside it) into one clear message before anything starts.
 """
 
-import importlib.util
 import json
 import os
 import sys
@@ -14,22 +13,10 @@ from collections.abc import Mapping, Sequence
 from container import env_args, hardware
 from handler.config import Config
 
-# vLLM 0.32 moved its OpenAI server here; older releases only have the deprecated path.
-SERVER_MODULES = (
-    "vllm.entrypoints.launchers.api_server.entry",
-    "vllm.entrypoints.openai.api_server",
-)
-
-
-def server_module() -> str:
-    """The first of SERVER_MODULES that the installed vLLM ships (found without importing vLLM)."""
-    spec = importlib.util.find_spec("vllm")
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    for module in SERVER_MODULES:
-        relative = os.path.join(*module.split(".")[1:]) + ".py"
-        if any(os.path.exists(os.path.join(root, relative)) for root in roots):
-            return module
-    return SERVER_MODULES[-1]
+# `vllm serve`, run by module path so it is this interpreter's vLLM. Unlike vLLM's single
+# API-server module, it honours --api-server-count (several API-server processes), headless
+# mode and data-parallel supervisors.
+VLLM_SERVE = ("-m", "vllm.entrypoints.cli.main", "serve")
 
 
 def server_command(
@@ -42,8 +29,11 @@ def server_command(
     except OSError:
         entries = []
     args = env_args.server_args(env, entries, gpus, extra)
-    added = hardware.engine_env(env, gpus, hardware.mem_available_bytes())
-    return [sys.executable, "-m", server_module(), *args], added
+    added = {
+        **env_args.platform_env(env, env_args.resolve_model(env, entries)),
+        **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
+    }
+    return [sys.executable, *VLLM_SERVE, *args], added
 
 
 def run(extra: Sequence[str], dry_run: bool) -> int:
@@ -63,7 +53,7 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
             )
         return 0
     for key, value in added.items():
-        print(f"serve: {key}={value} (no GPU visible; set it to override)", file=sys.stderr)
+        print(f"serve: {key}={value} (set it to override)", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(command[0], command, {**os.environ, **added})

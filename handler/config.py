@@ -6,6 +6,7 @@ bad value stops the container at once with a clear message (ConfigError).
 """
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -14,12 +15,40 @@ from handler import execution_parameters
 from handler.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
+# Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.
+ASYNC_MARKER = "SAGEMAKER_ASYNC_INFERENCE"
 REALTIME_PAYLOAD_MB = 6
 BATCH_PAYLOAD_MB = 100
+# SageMaker async inference: payloads up to 1 GB, invocations up to an hour.
+ASYNC_PAYLOAD_MB = 1024
 MAX_JSON_DEPTH = 64
 DEFAULT_RECORDS_IN_FLIGHT = 1024
 # 90 % of SageMaker's default InvocationsTimeoutInSeconds (600 s).
 DEFAULT_MINI_BATCH_TIMEOUT_S = 540.0
+# An hour less a minute, so an async invocation answers before SageMaker's 3600 s limit.
+ASYNC_MINI_BATCH_TIMEOUT_S = 3540.0
+DEFAULT_SESSION_EXPIRATION_S = 1200
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Stateful sessions, with MHCS's variables: SAGEMAKER_ENABLE_STATEFUL_SESSIONS,
+    SAGEMAKER_SESSIONS_EXPIRATION (seconds) and SAGEMAKER_SESSIONS_PATH."""
+
+    enabled: bool
+    expiration_s: int
+    path: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "SessionSettings":
+        shm = "/dev/shm"
+        root = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+        return cls(
+            enabled=env.get("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "").lower() in ("true", "1"),
+            expiration_s=positive_int(env, "SAGEMAKER_SESSIONS_EXPIRATION")
+            or DEFAULT_SESSION_EXPIRATION_S,
+            path=env.get("SAGEMAKER_SESSIONS_PATH") or os.path.join(root, "sagemaker_sessions"),
+        )
 
 
 @dataclass(frozen=True)
@@ -28,23 +57,28 @@ class Config:
     max_payload_bytes: int
     fixed_route: str | None
     batch: bool
+    async_inference: bool
     records_in_flight: int
     mini_batch_timeout_s: float
     execution_parameters: ExecutionParameters
+    sessions: SessionSettings
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
         env = os.environ if env is None else env
         batch = env.get("SAGEMAKER_BATCH", "").lower() == "true"
+        async_inference = env.get(ASYNC_MARKER, "").lower() == "true"
         return cls(
             api_keys=api_keys(env),
-            max_payload_bytes=payload_limit_mb(env, batch) * MIB,
+            max_payload_bytes=payload_limit_mb(env, batch, async_inference) * MIB,
             fixed_route=env.get("SAGEMAKER_INVOCATIONS_ROUTE") or None,
             batch=batch,
+            async_inference=async_inference,
             records_in_flight=positive_int(env, "SAGEMAKER_MAX_RECORDS_IN_FLIGHT")
             or DEFAULT_RECORDS_IN_FLIGHT,
-            mini_batch_timeout_s=mini_batch_timeout_s(env),
+            mini_batch_timeout_s=mini_batch_timeout_s(env, async_inference),
             execution_parameters=execution_parameters.from_env(env),
+            sessions=SessionSettings.from_env(env),
         )
 
 
@@ -55,19 +89,22 @@ def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
     return (env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ()
 
 
-def payload_limit_mb(env: Mapping[str, str], batch: bool) -> int:
+def payload_limit_mb(env: Mapping[str, str], batch: bool, async_inference: bool) -> int:
     """SAGEMAKER_MAX_PAYLOAD_IN_MB when set, else SageMaker's own limit for the mode:
-    6 MB for real-time requests, 100 MB for Batch Transform."""
-    return positive_int(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB") or (
-        BATCH_PAYLOAD_MB if batch else REALTIME_PAYLOAD_MB
-    )
+    6 MB for real-time requests, 100 MB for Batch Transform, 1 GB for async inference."""
+    if async_inference:
+        default = ASYNC_PAYLOAD_MB
+    else:
+        default = BATCH_PAYLOAD_MB if batch else REALTIME_PAYLOAD_MB
+    return positive_int(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB") or default
 
 
-def mini_batch_timeout_s(env: Mapping[str, str]) -> float:
-    """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else DEFAULT_MINI_BATCH_TIMEOUT_S."""
+def mini_batch_timeout_s(env: Mapping[str, str], async_inference: bool) -> float:
+    """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else the mode's default: 540 s
+    (within SageMaker's 600 s), or 3540 s on an async endpoint (within its hour)."""
     raw = env.get("SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS", "").strip()
     if not raw:
-        return DEFAULT_MINI_BATCH_TIMEOUT_S
+        return ASYNC_MINI_BATCH_TIMEOUT_S if async_inference else DEFAULT_MINI_BATCH_TIMEOUT_S
     try:
         value = float(raw)
     except ValueError:

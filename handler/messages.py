@@ -1,0 +1,71 @@
+"""ASGI messages: request headers and bodies in, whole answers out."""
+
+from starlette.types import Receive, Scope, Send
+
+from handler.asgi_call import Headers
+from handler.config import MIB
+from handler.errors import RequestError
+
+JSON = b"application/json"
+JSON_LINES = b"application/jsonlines"
+TEXT = b"text/plain; charset=utf-8"
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of header `name` (lower case), or None."""
+    return next((v for k, v in scope["headers"] if k == name), None)
+
+
+def text_header(scope: Scope, name: bytes) -> str | None:
+    """A header's value as text, or None when it is absent or blank."""
+    value = header(scope, name)
+    return value.decode("latin-1").strip() or None if value is not None else None
+
+
+async def respond(
+    send: Send, status: int, body: bytes, content_type: bytes = JSON, extra: Headers = ()
+) -> None:
+    """A whole answer, with Content-Length."""
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def respond_error(send: Send, error: RequestError, extra: Headers = ()) -> None:
+    """OpenAI's error object with the error's status."""
+    await respond(send, error.status, error.to_json(), extra=extra)
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+def too_large(limit_bytes: int) -> RequestError:
+    return RequestError(
+        413,
+        f"the body is larger than {limit_bytes // MIB} MiB (set "
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB to change the limit)",
+        "payload_too_large",
+    )
+
+
+async def read_body(receive: Receive, limit_bytes: int) -> bytes:
+    """The whole request body; 413 as soon as it passes `limit_bytes`, ClientGone when the
+    client leaves first."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit_bytes:
+            raise too_large(limit_bytes)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
