@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from container import env_args, hardware
 from handler.config import Config
 
-# `vllm serve`, run by module path so it is this interpreter's vLLM. Unlike vLLM's single
+# `vllm serve` of this interpreter's vLLM (see container.vllm_cli). Unlike vLLM's single
 # API-server module, it honours --api-server-count (several API-server processes), headless
 # mode and data-parallel supervisors.
-VLLM_SERVE = ("-m", "vllm.entrypoints.cli.main", "serve")
+VLLM_SERVE = ("-m", "container.vllm_cli", "serve")
 
 
 def server_command(
@@ -30,7 +30,9 @@ def server_command(
         entries = []
     args = env_args.server_args(env, entries, gpus, extra)
     added = {
-        **env_args.platform_env(env, env_args.resolve_model(env, entries)),
+        **env_args.platform_env(
+            env, env_args.resolve_model(env, entries), env_args.api_server_count(args)
+        ),
         **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
     }
     return [sys.executable, *VLLM_SERVE, *args], added

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 
 from tests.servers import free_port
@@ -52,3 +53,13 @@ def moto_server(log_path: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(30)
+
+
+def upload_dir(directory: Path, bucket: str, prefix: str) -> str:
+    """Every file of `directory` under s3://bucket/prefix/ (bucket created); the prefix's URI."""
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    for path in sorted(directory.iterdir()):
+        if path.is_file():
+            s3.upload_file(str(path), bucket, f"{prefix}/{path.name}")
+    return f"s3://{bucket}/{prefix}/"

@@ -27,6 +27,25 @@ BATCH_ENV = {
 }
 
 
+# The chat server serves LoRA adapters the SageMaker way: a1 from the start, others registered
+# at run time through POST /adapters; it keeps stateful sessions.
+LORA_ENV = {
+    "SM_VLLM_ENABLE_LORA": "true",
+    "SM_VLLM_MAX_LORA_RANK": "8",
+    "SM_VLLM_MAX_LORAS": "2",
+    "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true",
+}
+# The platform server: the Llama streamed from (moto) S3 with nothing but the endpoint settings,
+# two API-server processes sharing sessions that expire after 3 s, and the async-endpoint marker.
+PLATFORM_ENV = {
+    "SM_VLLM_API_SERVER_COUNT": "2",
+    "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true",
+    "SAGEMAKER_SESSIONS_EXPIRATION": "3",
+    "SAGEMAKER_ASYNC_INFERENCE": "true",
+}
+MODEL_BUCKET = "models"
+
+
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("models")
@@ -38,12 +57,45 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def adapters(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two rank-8 adapters of the chat model, and one of rank 16 (above the server's limit)."""
+    root = tmp_path_factory.mktemp("adapters")
+    chat = models["chat"]
+    return {
+        "a1": model_factory.make_adapter(chat, root / "a1", seed=1),
+        "a2": model_factory.make_adapter(chat, root / "a2", seed=2),
+        "rank16": model_factory.make_adapter(chat, root / "rank16", seed=3, rank=16),
+    }
+
+
+@pytest.fixture(scope="session")
+def s3_model(models: dict[str, Path], aws: dict[str, str]) -> str:
+    """The chat model's files under s3://models/tiny-llama/ on the moto server."""
+    return aws_mock.upload_dir(models["chat"], MODEL_BUCKET, "tiny-llama")
+
+
+@pytest.fixture(scope="session")
 def engines(
-    models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    models: dict[str, Path],
+    adapters: dict[str, Path],
+    s3_model: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, servers.Server]]:
     log_dir = tmp_path_factory.mktemp("logs")
-    env = {"score": {"SM_VLLM_API_KEY": API_KEY}, "batch": BATCH_ENV}
-    with servers.running({**models, "batch": models["chat"]}, log_dir, env) as running:
+    sessions = tmp_path_factory.mktemp("sessions")
+    chat_env = {
+        **LORA_ENV,
+        "SM_VLLM_LORA_MODULES": f"a1={adapters['a1']}",
+        "SAGEMAKER_SESSIONS_PATH": str(sessions / "chat"),
+    }
+    env = {
+        "chat": chat_env,
+        "score": {"SM_VLLM_API_KEY": API_KEY},
+        "batch": BATCH_ENV,
+        "platform": {**PLATFORM_ENV, "SAGEMAKER_SESSIONS_PATH": str(sessions / "platform")},
+    }
+    served = {**models, "batch": models["chat"], "platform": s3_model}
+    with servers.running(served, log_dir, env) as running:
         yield running
 
 
@@ -65,6 +117,11 @@ def score_server(engines: dict[str, servers.Server]) -> servers.Server:
 @pytest.fixture(scope="session")
 def batch_server(engines: dict[str, servers.Server]) -> servers.Server:
     return engines["batch"]
+
+
+@pytest.fixture(scope="session")
+def platform_server(engines: dict[str, servers.Server]) -> servers.Server:
+    return engines["platform"]
 
 
 @pytest.fixture(scope="session")

@@ -261,6 +261,25 @@ def test_platform_env(env: dict[str, str], model: str, expected: dict[str, str])
     assert env_args.platform_env(env, model) == expected
 
 
+def test_no_runtime_adapters_with_several_api_servers() -> None:
+    env = {"SM_VLLM_ENABLE_LORA": "true"}
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in env_args.platform_env(env, "m", 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "count"),
+    [
+        ([], 1),
+        (["--api-server-count", "2"], 2),
+        (["--api-server-count=4"], 4),
+        (["-asc", "3"], 3),
+        (["--api-server-count", "x"], 1),
+    ],
+)
+def test_api_server_count(args: list[str], count: int) -> None:
+    assert env_args.api_server_count(args) == count
+
+
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
