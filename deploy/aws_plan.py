@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deploy.instances import INFERENCE_AMI, gpu_count
+from handler.config import ASYNC_MARKER
 
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
 # Large models need more than SageMaker's defaults to download and to pass /ping.
@@ -31,11 +32,14 @@ def to_json(calls: Sequence[Call]) -> str:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where the container finds the model: a hub id, a .tar.gz, or an uncompressed S3 prefix."""
+    """Where the container finds the model: a hub id, a .tar.gz, or an uncompressed S3 prefix,
+    which SageMaker downloads before start (ModelDataSource) or, with `stream`, the container
+    streams to the engine itself (vLLM's Run:ai streamer; SM_VLLM_MODEL=s3://...)."""
 
     model_id: str | None = None
     model_data: str | None = None
     model_prefix: str | None = None
+    stream: bool = False
 
     def container(self, image: str, env: Mapping[str, str]) -> dict[str, Any]:
         environment = dict(env)
@@ -44,7 +48,9 @@ class ModelSource:
             environment["HF_MODEL_ID"] = self.model_id
         if self.model_data:
             definition["ModelDataUrl"] = self.model_data
-        if self.model_prefix:
+        if self.model_prefix and self.stream:
+            environment["SM_VLLM_MODEL"] = self.model_prefix.rstrip("/") + "/"
+        elif self.model_prefix:
             definition["ModelDataSource"] = {
                 "S3DataSource": {
                     "S3Uri": self.model_prefix.rstrip("/") + "/",
@@ -111,11 +117,14 @@ def endpoint_calls(
         "ProductionVariants": [variant],
         "Tags": TAGS,
     }
+    container_env = model_env(env, instance_type)
     if async_output:
         config["AsyncInferenceConfig"] = {"OutputConfig": {"S3OutputPath": async_output}}
+        # SageMaker gives the container no sign that it is async: tell it.
+        container_env.setdefault(ASYNC_MARKER, "true")
     endpoint: dict[str, Any] = {"EndpointName": name, "EndpointConfigName": resource}
     return [
-        create_model(resource, image, source, model_env(env, instance_type), role),
+        create_model(resource, image, source, container_env, role),
         Call("sagemaker", "CreateEndpointConfig", config),
         Call("sagemaker", "UpdateEndpoint", endpoint)
         if version

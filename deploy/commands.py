@@ -47,7 +47,9 @@ def _role(args: argparse.Namespace) -> str:
 
 
 def _source(args: argparse.Namespace) -> ModelSource:
-    return ModelSource(args.model_id, args.model_data, getattr(args, "model_prefix", None))
+    if args.stream_weights and not args.model_prefix:
+        raise SystemExit("deploy: --stream-weights streams from --model-prefix; give one")
+    return ModelSource(args.model_id, args.model_data, args.model_prefix, args.stream_weights)
 
 
 def _endpoint_exists(name: str) -> bool:
@@ -116,11 +118,12 @@ def split_input(input_prefix: str, instances: int) -> str:
 
 
 def transform(args: argparse.Namespace) -> int:
-    if args.model_prefix:
+    if args.model_prefix and not args.stream_weights:
         raise SystemExit(
             "deploy: --model-prefix cannot be used for Batch Transform: SageMaker does not copy "
-            "an uncompressed S3 prefix (ModelDataSource) for transform jobs. Pack the model as "
-            "model.tar.gz and give --model-data, or use --model-id."
+            "an uncompressed S3 prefix (ModelDataSource) for transform jobs. Add "
+            "--stream-weights (the container streams the weights from the prefix itself), pack "
+            "the model as model.tar.gz and give --model-data, or use --model-id."
         )
     family = args.instance_type.split(".")[1] if args.instance_type.count(".") == 2 else ""
     if gpu_count(args.instance_type) and family not in TRANSFORM_FAMILIES:
@@ -304,7 +307,14 @@ def _model_options(parser: argparse.ArgumentParser, prefix_allowed: bool) -> Non
     source.add_argument(
         "--model-prefix",
         metavar="S3_PREFIX",
-        help="an uncompressed S3 prefix" + ("" if prefix_allowed else " (refused: see --help)"),
+        help="an uncompressed S3 prefix"
+        + ("" if prefix_allowed else " (only with --stream-weights)"),
+    )
+    parser.add_argument(
+        "--stream-weights",
+        action="store_true",
+        help="with --model-prefix: the container streams the weights from S3 to the engine "
+        "(vLLM's Run:ai streamer) instead of SageMaker downloading them before start",
     )
 
 

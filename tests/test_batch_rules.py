@@ -8,6 +8,7 @@ from container.env_args import ConfigError
 from handler import execution_parameters, formats, jsonlines, routing
 from handler.config import Config
 from handler.errors import RequestError
+from handler.pipeline import MULTI_RECORD
 from handler.routing import Answer
 
 BOM = jsonlines.BOM
@@ -179,5 +180,6 @@ def test_records_of_a_mini_batch_cannot_stream() -> None:
     record = {"prompt": "hi", "stream": True}
     assert routing.target(record, b"", None, served).route == "/v1/completions"
     with pytest.raises(RequestError) as refused:
-        routing.target(record, b"", None, served, streams=False)
+        routing.target(record, b"", None, served, no_stream=MULTI_RECORD)
     assert refused.value.code == "stream_not_supported"
+    assert refused.value.message.startswith(MULTI_RECORD)

@@ -270,3 +270,35 @@ def test_streamed_tokens_are_printed_as_they_arrive() -> None:
     ]
     events = [{"PayloadPart": {"Bytes": piece}} for piece in pieces]
     assert list(commands.stream_text(events)) == ["Hello", ", world"]
+
+
+@pytest.mark.parametrize("command", ["endpoint", "transform"])
+def test_stream_weights_from_an_s3_prefix(command: str) -> None:
+    job = ["--input", "s3://d/in/", "--output", "s3://d/out/"] if command == "transform" else []
+    calls = plan(
+        command,
+        *cli.options(
+            name="llm", image=IMAGE, model_prefix="s3://m/llama", instance_type="ml.g5.2xlarge"
+        ),
+        "--stream-weights",
+        *job,
+    )
+    container = calls[0]["params"]["PrimaryContainer"]
+    assert container["Environment"]["SM_VLLM_MODEL"] == "s3://m/llama/"
+    assert "ModelDataSource" not in container and "ModelDataUrl" not in container
+
+
+def test_stream_weights_needs_a_prefix() -> None:
+    done = deploy(
+        "endpoint", *model_options("llm", "ml.g5.2xlarge"), "--stream-weights", "--dry-run"
+    )
+    assert done.returncode != 0
+    assert "--model-prefix" in done.stderr
+
+
+def test_async_endpoint_marks_the_container() -> None:
+    calls = plan("endpoint", *model_options("llm", "ml.g5.2xlarge", async_output="s3://o/"))
+    environment = calls[0]["params"]["PrimaryContainer"]["Environment"]
+    assert environment["SAGEMAKER_ASYNC_INFERENCE"] == "true"
+    plain = plan("endpoint", *model_options("llm", "ml.g5.2xlarge"))
+    assert "SAGEMAKER_ASYNC_INFERENCE" not in plain[0]["params"]["PrimaryContainer"]["Environment"]
