@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.types import ASGIApp, Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from handler import asgi_call
 from handler.errors import RequestError
+from handler.logs import logfmt, logger
+from handler.messages import TEXT, ClientGone, read_body, respond, respond_error, text_header
 
 PREFIX = "/adapters"
 ALIAS = b"x-amzn-sagemaker-adapter-alias"
@@ -94,24 +96,6 @@ def unregistered_name(path: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class Outcome:
-    status: int
-    body: bytes
-    is_text: bool
-
-
-async def _call(app: ASGIApp, scope: Scope, route: str, payload: dict[str, Any]) -> Outcome:
-    body = json.dumps(payload).encode()
-    headers = asgi_call.request_headers(
-        [(k, v) for k, v in scope["headers"] if k == b"authorization"], body, None
-    )
-    reply = await asgi_call.call(app, scope, "POST", route, body, headers, asyncio.Event())
-    if reply.status == 404 and b'"Not Found"' in reply.body:
-        raise DISABLED
-    return Outcome(*client_status(reply.status, bytes(reply.body)), False)
-
-
 def client_status(status: int, body: bytes) -> tuple[int, bytes]:
     """vLLM's answer to a load, with a fault of the adapter (a rank above --max-lora-rank, no
     tensors) as the 400 it is rather than vLLM's 500; vLLM's message is kept."""
@@ -124,19 +108,49 @@ def client_status(status: int, body: bytes) -> tuple[int, bytes]:
     return 400, RequestError(400, message, "invalid_adapter", "src").to_json()
 
 
-async def register(app: ASGIApp, scope: Scope, adapter: Registration, alias: str | None) -> Outcome:
-    """Load the adapter; 200 `Adapter <alias or name> registered`, or vLLM's error."""
-    outcome = await _call(
-        app, scope, LOAD_ROUTE, {"lora_name": adapter.name, "lora_path": adapter.src}
-    )
-    if outcome.status != 200:
-        return outcome
-    return Outcome(200, f"Adapter {alias or adapter.name} registered".encode(), True)
+class AdapterRoutes:
+    """`POST /adapters` registers an adapter, `DELETE /adapters/{name}` removes it."""
 
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
 
-async def unregister(app: ASGIApp, scope: Scope, name: str, alias: str | None) -> Outcome:
-    """Unload the adapter; 200 `Adapter <alias or name> unregistered`, or vLLM's error."""
-    outcome = await _call(app, scope, UNLOAD_ROUTE, {"lora_name": name})
-    if outcome.status != 200:
-        return outcome
-    return Outcome(200, f"Adapter {alias or name} unregistered".encode(), True)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, path = scope["method"], scope["path"]
+        try:
+            if method == "POST" and path == PREFIX:
+                body = await read_body(receive, self.max_body_bytes)
+                adapter = registration(body, scope.get("query_string", b""))
+                name, route = adapter.name, LOAD_ROUTE
+                payload = {"lora_name": adapter.name, "lora_path": adapter.src}
+                done = "registered"
+            elif method == "DELETE" and path != PREFIX:
+                name, route = unregistered_name(path), UNLOAD_ROUTE
+                payload, done = {"lora_name": name}, "unregistered"
+            else:
+                allowed = "POST" if path == PREFIX else "DELETE"
+                raise RequestError(405, f"{path} answers {allowed} only", "method_not_allowed")
+            status, answer = await self._call(scope, route, payload)
+        except ClientGone:
+            return
+        except RequestError as error:
+            logger.info(logfmt("adapter", method=method, path=path, status=error.status))
+            await respond_error(send, error)
+            return
+        logger.info(logfmt("adapter", method=method, name=name, status=status))
+        if status != 200:
+            await respond(send, status, answer)
+            return
+        alias = text_header(scope, ALIAS)
+        await respond(send, 200, f"Adapter {alias or name} {done}".encode(), TEXT)
+
+    async def _call(self, scope: Scope, route: str, payload: dict[str, Any]) -> tuple[int, bytes]:
+        """Run vLLM's LoRA route in-process: (status, body)."""
+        body = json.dumps(payload).encode()
+        headers = asgi_call.request_headers(
+            [(k, v) for k, v in scope["headers"] if k == b"authorization"], body, None
+        )
+        reply = await asgi_call.call(self.app, scope, "POST", route, body, headers, asyncio.Event())
+        if reply.status == 404 and b'"Not Found"' in reply.body:
+            raise DISABLED
+        return client_status(reply.status, bytes(reply.body))

@@ -16,18 +16,8 @@ from handler.auth import ApiKeys
 from handler.config import Config
 from handler.errors import RequestError
 from handler.invocations import Invocations
-from handler.logs import logfmt, logger
-from handler.messages import (
-    JSON,
-    TEXT,
-    ClientGone,
-    header,
-    read_body,
-    respond,
-    respond_error,
-    text_header,
-    too_large,
-)
+from handler.logs import logger
+from handler.messages import header, respond, respond_error, too_large
 from handler.pipeline import Pipeline
 
 PING_TIMEOUT_S = 1.5
@@ -42,6 +32,7 @@ class SageMakerMiddleware:
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
         self.invocations = Invocations(app, self.config, Pipeline(app))
+        self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -99,31 +90,3 @@ class SageMakerMiddleware:
         if reply is not None and reply.status == 503:
             logger.error("the engine is dead; exiting so SageMaker replaces this instance")
             asyncio.get_running_loop().call_later(EXIT_DELAY_S, os._exit, 1)
-
-    async def adapters(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """`POST /adapters` registers an adapter, `DELETE /adapters/{name}` removes it."""
-        method, path = scope["method"], scope["path"]
-        alias = text_header(scope, adapters.ALIAS)
-        try:
-            if method == "POST" and path == adapters.PREFIX:
-                body = await read_body(receive, self.config.max_payload_bytes)
-                adapter = adapters.registration(body, scope.get("query_string", b""))
-                name, outcome = (
-                    adapter.name,
-                    await adapters.register(self.app, scope, adapter, alias),
-                )
-            elif method == "DELETE" and path != adapters.PREFIX:
-                name = adapters.unregistered_name(path)
-                outcome = await adapters.unregister(self.app, scope, name, alias)
-            else:
-                allowed = "POST" if path == adapters.PREFIX else "DELETE"
-                raise RequestError(405, f"{path} answers {allowed} only", "method_not_allowed")
-        except ClientGone:
-            return
-        except RequestError as error:
-            logger.info(logfmt("adapter", method=method, path=path, status=error.status))
-            await respond_error(send, error)
-            return
-        logger.info(logfmt("adapter", method=method, name=name, status=outcome.status))
-        content_type = TEXT if outcome.is_text else JSON
-        await respond(send, outcome.status, outcome.body, content_type)
