@@ -52,6 +52,32 @@ class SessionSettings:
 
 
 @dataclass(frozen=True)
+class BatchApiSettings:
+    """The Files and Batches API: SAGEMAKER_BATCH_API (on unless `false`), its store
+    SAGEMAKER_BATCH_STORE, and upload limits SAGEMAKER_BATCH_MAX_FILE_MB (any file, OpenAI's
+    512) and SAGEMAKER_BATCH_MAX_INPUT_MB (a batch input file, OpenAI's 200)."""
+
+    enabled: bool
+    store: str
+    max_file_bytes: int
+    max_batch_input_bytes: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "BatchApiSettings":
+        default_store = os.path.join(
+            env.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"),
+            "vllm-sagemaker",
+            "batches",
+        )
+        return cls(
+            enabled=env.get("SAGEMAKER_BATCH_API", "true").lower() != "false",
+            store=env.get("SAGEMAKER_BATCH_STORE") or default_store,
+            max_file_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_FILE_MB") or 512) * MIB,
+            max_batch_input_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_INPUT_MB") or 200) * MIB,
+        )
+
+
+@dataclass(frozen=True)
 class Config:
     api_keys: tuple[str, ...]
     max_payload_bytes: int
@@ -62,6 +88,7 @@ class Config:
     mini_batch_timeout_s: float
     execution_parameters: ExecutionParameters
     sessions: SessionSettings
+    batch_api: BatchApiSettings
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
@@ -79,6 +106,7 @@ class Config:
             mini_batch_timeout_s=mini_batch_timeout_s(env, async_inference),
             execution_parameters=execution_parameters.from_env(env),
             sessions=SessionSettings.from_env(env),
+            batch_api=BatchApiSettings.from_env(env),
         )
 
 

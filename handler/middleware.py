@@ -1,7 +1,8 @@
 """SageMakerMiddleware: the pure ASGI class vLLM installs through `--middleware`.
 
 It owns SageMaker's routes: `/ping`, `/execution-parameters`, `/invocations` (handler.invocations)
-and the adapter protocol `/adapters` (handler.adapters). It guards every non-health route with
+and the adapter protocol `/adapters` (handler.adapters), and OpenAI's Files API `/v1/files`
+(handler.batches), which has upload limits of its own. It guards every non-health route with
 the API key when one is configured, refuses bodies over the payload limit with 413, and passes
 everything else to vLLM untouched.
 """
@@ -13,6 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from handler import adapters, asgi_call
 from handler.auth import ApiKeys
+from handler.batches import routes as batch_routes
 from handler.config import Config
 from handler.errors import RequestError
 from handler.invocations import Invocations
@@ -33,6 +35,7 @@ class SageMakerMiddleware:
         self.keys = ApiKeys(self.config.api_keys)
         self.invocations = Invocations(app, self.config, Pipeline(app))
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
+        self.batch_api = batch_routes.BatchRoutes(self.config.batch_api)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -41,6 +44,9 @@ class SageMakerMiddleware:
         path, method = scope["path"], scope["method"]
         if not self.keys.allows(method, path, header(scope, b"authorization")):
             await self.unauthorized(path, send)
+            return
+        if batch_routes.owns(path):
+            await self.batch_api(scope, receive, send)
             return
         length = header(scope, b"content-length")
         if length and length.isdigit() and int(length) > self.config.max_payload_bytes:
