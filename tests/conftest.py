@@ -44,6 +44,8 @@ PLATFORM_ENV = {
     "SAGEMAKER_ASYNC_INFERENCE": "true",
 }
 MODEL_BUCKET = "models"
+# Upload limits small enough to pass in a test: 4 MiB for any file, 2 MiB for a batch input.
+FILES_ENV = {"SAGEMAKER_BATCH_MAX_FILE_MB": "4", "SAGEMAKER_BATCH_MAX_INPUT_MB": "2"}
 
 
 @pytest.fixture(scope="session")
@@ -85,12 +87,18 @@ def engines(
     sessions = tmp_path_factory.mktemp("sessions")
     chat_env = {
         **LORA_ENV,
+        **FILES_ENV,
         "SM_VLLM_LORA_MODULES": f"a1={adapters['a1']}",
         "SAGEMAKER_SESSIONS_PATH": str(sessions / "chat"),
+        "SAGEMAKER_BATCH_STORE": str(tmp_path_factory.mktemp("batch-store")),
     }
     env = {
         "chat": chat_env,
-        "score": {"SM_VLLM_API_KEY": API_KEY},
+        "embed": {"SAGEMAKER_BATCH_API": "false"},
+        "score": {
+            "SM_VLLM_API_KEY": API_KEY,
+            "SAGEMAKER_BATCH_STORE": str(tmp_path_factory.mktemp("score-store")),
+        },
         "batch": BATCH_ENV,
         "platform": {**PLATFORM_ENV, "SAGEMAKER_SESSIONS_PATH": str(sessions / "platform")},
     }
