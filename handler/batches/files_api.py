@@ -29,6 +29,8 @@ BATCH_INPUT_EXPIRY_S = 30 * 24 * 3600
 EXPIRY_RANGE_S = (3600, 30 * 24 * 3600)
 MAX_LIST_LIMIT = 10_000
 CHUNK_BYTES = 1024 * 1024
+# Room for the form's other parts and boundaries beside the file itself.
+FORM_OVERHEAD_BYTES = 64 * 1024
 _FILE_ID = re.compile(r"file-[A-Za-z0-9_-]{1,64}")
 
 
@@ -51,6 +53,11 @@ def file_object(stored: StoredFile) -> dict[str, object]:
         "expires_at": stored.expires_at,
         "status_details": None,
     }
+
+
+def too_large(limit_bytes: int, what: str = "a file") -> RequestError:
+    mib = limit_bytes // (1024 * 1024)
+    return RequestError(413, f"{what} is at most {mib} MiB", "file_too_large", "file")
 
 
 def not_found(file_id: str) -> RequestError:
@@ -145,6 +152,9 @@ class FilesApi:
             return
 
     async def upload(self, scope: Scope, receive: Receive, send: Send) -> None:
+        length = text_header(scope, b"content-length") or ""
+        if length.isdigit() and int(length) > self.limits.max_file_bytes + FORM_OVERHEAD_BYTES:
+            raise too_large(self.limits.max_file_bytes)
         file_id = f"file-{uuid.uuid4().hex}"
         partial = self.store.partial_path(file_id)
 
@@ -162,10 +172,7 @@ class FilesApi:
             purpose = checked_purpose(upload.fields)
             check_batch_file(upload.filename or "", purpose)
             if purpose == "batch" and upload.size > self.limits.max_batch_input_bytes:
-                mib = self.limits.max_batch_input_bytes // (1024 * 1024)
-                raise RequestError(
-                    413, f"a batch input file is at most {mib} MiB", "file_too_large", "file"
-                )
+                raise too_large(self.limits.max_batch_input_bytes, "a batch input file")
             created_at = int(time.time())
             stored = StoredFile(
                 file_id,
