@@ -12,11 +12,11 @@ import contextlib
 import time
 import uuid
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from handler import adapters, asgi_call, content_types, jsonlines, minibatch, sessions
 from handler.config import Config
-from handler.context import RecordContext, Tally
+from handler.context import RecordContext
 from handler.errors import RequestError
 from handler.formats import batch_error_line
 from handler.logs import logfmt, logger
@@ -40,8 +40,7 @@ ASYNC_REQUESTS = "requests to an async endpoint (SAGEMAKER_ASYNC_INFERENCE=true)
 
 
 class Invocations:
-    def __init__(self, app: ASGIApp, config: Config, pipeline: Pipeline) -> None:
-        self.app = app
+    def __init__(self, config: Config, pipeline: Pipeline) -> None:
         self.config = config
         self.pipeline = pipeline
         self.slots = asyncio.Semaphore(config.records_in_flight)
@@ -57,15 +56,13 @@ class Invocations:
         echo = [(b"x-request-id", request_id.encode())]
         if attributes is not None:
             echo.append((CUSTOM_ATTRIBUTES, attributes))
+        route = custom_attributes(attributes.decode("latin-1")).get("route") if attributes else None
         context = RecordContext(
-            scope,
-            scope["headers"],
-            request_id,
-            (custom_attributes(attributes.decode("latin-1")).get("route") if attributes else None)
-            or self.config.fixed_route,
-            text_header(scope, adapters.IDENTIFIER),
-            Stop(),
-            Tally(),
+            scope=scope,
+            headers=scope["headers"],
+            request_id=request_id,
+            route_hint=route or self.config.fixed_route,
+            adapter=text_header(scope, adapters.IDENTIFIER),
         )
         try:
             status = await self._invoke(context, receive, send, echo)
@@ -188,17 +185,7 @@ class Invocations:
                 usage_chunk = message["body"]
             await send(message)
 
-        headers = asgi_call.request_headers(context.headers, target.body, context.request_id)
-        await asgi_call.dispatch(
-            self.app,
-            context.scope,
-            "POST",
-            target.route,
-            target.body,
-            headers,
-            forward,
-            context.disconnected,
-        )
+        await self.pipeline.dispatch(context, target, context.request_id, forward)
         context.tally.count(target, status, usage_chunk)
         return status
 

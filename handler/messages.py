@@ -19,7 +19,9 @@ def header(scope: Scope, name: bytes) -> bytes | None:
 def text_header(scope: Scope, name: bytes) -> str | None:
     """A header's value as text, or None when it is absent or blank."""
     value = header(scope, name)
-    return value.decode("latin-1").strip() or None if value is not None else None
+    if value is None:
+        return None
+    return value.decode("latin-1").strip() or None
 
 
 async def respond(

@@ -33,7 +33,7 @@ class SageMakerMiddleware:
         self.app = app
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
-        self.invocations = Invocations(app, self.config, Pipeline(app))
+        self.invocations = Invocations(self.config, Pipeline(app))
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
         self.batch_api = batch_routes.BatchRoutes(self.config.batch_api)
 

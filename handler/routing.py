@@ -10,7 +10,7 @@ Only inference routes can be named explicitly; administrative routes are refused
 
 import json
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -83,7 +83,20 @@ def is_batch_line(record: Any) -> bool:
     return isinstance(record, dict) and "custom_id" in record and "body" in record
 
 
-def batch_line_target(record: dict[str, Any], served: Collection[str]) -> Target:
+def _body(value: Any, raw: bytes | None, model: str | None) -> bytes:
+    """The JSON body a route gets: `raw` as it came when nothing changes, else `value`
+    serialised, with `model` set when an adapter answers (X-Amzn-SageMaker-Adapter-Identifier;
+    only then, so a body's own `model` is kept otherwise)."""
+    if model is not None and isinstance(value, dict):
+        value = {**value, "model": model}
+    elif raw is not None:
+        return raw
+    return json.dumps(value).encode()
+
+
+def batch_line_target(
+    record: dict[str, Any], served: Collection[str], model: str | None = None
+) -> Target:
     """The target of an OpenAI batch line; errors carry its custom_id."""
     custom_id = record["custom_id"]
     if not isinstance(custom_id, str) or not custom_id:
@@ -115,7 +128,7 @@ def batch_line_target(record: dict[str, Any], served: Collection[str]) -> Target
             )
     except RequestError as error:
         raise BatchLineError(custom_id, error) from None
-    return Target(route, json.dumps(body).encode(), custom_id=custom_id, kind="batch line")
+    return Target(route, _body(body, None, model), custom_id=custom_id, kind="batch line")
 
 
 def target(
@@ -124,15 +137,16 @@ def target(
     route_hint: str | None,
     served: Collection[str],
     no_stream: str | None = None,
+    model: str | None = None,
 ) -> Target:
     """Where `record` (parsed from `raw`) goes, by the precedence in this module's docstring.
 
     `no_stream` says who cannot stream (the records of a multi-record body, whose answers are
     lines; any request to an async endpoint): such a record asking for `"stream": true` is
-    refused rather than silently changed.
+    refused rather than silently changed. `model` (an adapter's name) becomes the body's model.
     """
     if is_batch_line(record):
-        return batch_line_target(record, served)
+        return batch_line_target(record, served, model)
     if no_stream and isinstance(record, dict) and record.get("stream"):
         raise RequestError(
             400,
@@ -141,20 +155,10 @@ def target(
             "stream",
         )
     if route_hint:
-        return Target(checked_route(route_hint, served, "route"), raw)
+        return Target(checked_route(route_hint, served, "route"), _body(record, raw, model))
     kind = kinds.choose(record, served)
     if kind is kinds.TGI:
         answer = Answer.TGI_DETAILS if tgi.wants_details(record) else Answer.TGI
-        body = json.dumps(tgi.to_completion(record)).encode()
+        body = _body(tgi.to_completion(record), None, model)
         return Target(kind.route, body, answer, kind=kind.name)
-    return Target(kind.route, raw, kind=kind.name)
-
-
-def with_model(target: Target, model: str) -> Target:
-    """`target` with its body's `model` set to `model`: how the adapter that SageMaker names in
-    X-Amzn-SageMaker-Adapter-Identifier answers every kind of request. Only called when the
-    header is present, so a body's own `model` is kept otherwise."""
-    body = json.loads(target.body)
-    if not isinstance(body, dict):
-        return target
-    return replace(target, body=json.dumps({**body, "model": model}).encode())
+    return Target(kind.route, _body(record, raw, model), kind=kind.name)

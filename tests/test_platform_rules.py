@@ -32,14 +32,13 @@ EXPIRES = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*;\sExpires=\d{4}-\d\d-\d\dT\d
 )
 def test_adapter_becomes_the_model_of_every_kind(record: dict) -> None:
     raw = json.dumps(record).encode()
-    found = routing.with_model(routing.target(record, raw, None, SERVED), "a1")
+    found = routing.target(record, raw, None, SERVED, model="a1")
     assert json.loads(found.body)["model"] == "a1"
 
 
-def test_without_the_header_a_body_keeps_its_model() -> None:
-    record = {**CHAT, "model": "a2"}
-    found = routing.target(record, json.dumps(record).encode(), None, SERVED)
-    assert json.loads(found.body)["model"] == "a2"
+def test_without_the_header_a_body_keeps_its_model_and_bytes() -> None:
+    raw = b'{"model": "a2", "messages": [{"role": "user", "content": "hi"}]}'
+    assert routing.target(json.loads(raw), raw, None, SERVED).body == raw
 
 
 @pytest.mark.parametrize(

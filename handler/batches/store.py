@@ -62,14 +62,14 @@ class Store:
         self.files_dir = self.root / "files"
         try:
             self.files_dir.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
+            with contextlib.closing(self._connect()) as db:
+                db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"the batch store {root} cannot be used: {error}") from None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.root / "store.sqlite3", timeout=BUSY_TIMEOUT_MS / 1000)
-        db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.row_factory = sqlite3.Row
         return db
