@@ -130,29 +130,34 @@ def load_format_args(model: str, given: Sequence[str]) -> list[str]:
     return ["--load-format", STREAMER_LOAD_FORMAT]
 
 
+def flag_value(args: Sequence[str], *names: str) -> str | None:
+    """The value given to the first of `names` in `args` (`--flag value` or `--flag=value`)."""
+    for index, arg in enumerate(args):
+        for name in names:
+            if arg.startswith(name + "="):
+                return arg.partition("=")[2]
+            if arg == name and index + 1 < len(args):
+                return args[index + 1]
+    return None
+
+
 def api_server_count(args: Sequence[str]) -> int:
     """The API-server processes vLLM will run, as far as the arguments say (1 when unset)."""
-    for index, arg in enumerate(args):
-        if arg.startswith("--api-server-count="):
-            value = arg.partition("=")[2]
-        elif arg in ("--api-server-count", "-asc") and index + 1 < len(args):
-            value = args[index + 1]
-        else:
-            continue
-        return int(value) if value.isdigit() else 1
-    return 1
+    value = flag_value(args, "--api-server-count", "-asc") or ""
+    return int(value) if value.isdigit() else 1
 
 
-def platform_env(env: Mapping[str, str], model: str, api_servers: int = 1) -> dict[str, str]:
+def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
     """Variables `serve` adds unless the user set them: vLLM waits for its engine as long as
     SageMaker waits for /ping; with LoRA on, adapters can be registered at run time
     (SageMaker's POST /adapters) when there is one API server (vLLM refuses runtime
     adapters with several, since each process would hold its own); a model streamed from an
     S3-compatible store at a custom endpoint (AWS_ENDPOINT_URL: MinIO, LocalStack, moto) is
-    addressed path-style, as such stores expect."""
+    addressed path-style, as such stores expect. `args` are the server's arguments."""
+    model = flag_value(args, "--model") or ""
     added = {"VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S)}
     lora = env.get(SM_VLLM_PREFIX + "ENABLE_LORA", "")
-    if lora.lower() not in ("", "false") and api_servers == 1:
+    if lora.lower() not in ("", "false") and api_server_count(args) == 1:
         added["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "true"
     custom_endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if model.lower().startswith("s3://") and custom_endpoint:

@@ -30,9 +30,7 @@ def server_command(
         entries = []
     args = env_args.server_args(env, entries, gpus, extra)
     added = {
-        **env_args.platform_env(
-            env, env_args.resolve_model(env, entries), env_args.api_server_count(args)
-        ),
+        **env_args.platform_env(env, args),
         **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
     }
     return [sys.executable, *VLLM_SERVE, *args], added

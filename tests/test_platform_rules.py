@@ -257,12 +257,13 @@ def test_load_format(model: str, given: list[str], expected: list[str]) -> None:
     ],
 )
 def test_platform_env(env: dict[str, str], model: str, expected: dict[str, str]) -> None:
-    assert env_args.platform_env(env, model) == expected
+    assert env_args.platform_env(env, ["--model", model, "--port", "8080"]) == expected
 
 
 def test_no_runtime_adapters_with_several_api_servers() -> None:
     env = {"SM_VLLM_ENABLE_LORA": "true"}
-    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in env_args.platform_env(env, "m", 2)
+    args = ["--model", "m", "--api-server-count", "2"]
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in env_args.platform_env(env, args)
 
 
 @pytest.mark.parametrize(
