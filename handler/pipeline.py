@@ -54,22 +54,31 @@ class Pipeline:
 
         With an adapter in the context, the adapter answers: it becomes the body's `model`."""
         served = await self.served(context.scope, context.headers)
-        found = routing.target(records.parse(raw), raw, context.route_hint, served, no_stream)
-        return routing.with_model(found, context.adapter) if context.adapter else found
+        record = records.parse(raw)
+        return routing.target(record, raw, context.route_hint, served, no_stream, context.adapter)
 
-    async def call(
-        self, context: RecordContext, target: Target, request_id: str
-    ) -> asgi_call.Reply:
-        """Run the target's route in-process and return its whole answer."""
-        return await asgi_call.call(
+    async def dispatch(
+        self, context: RecordContext, target: Target, request_id: str, send: asgi_call.Send
+    ) -> None:
+        """Run the target's route in-process, its response messages going to `send`."""
+        await asgi_call.dispatch(
             self.app,
             context.scope,
             "POST",
             target.route,
             target.body,
             asgi_call.request_headers(context.headers, target.body, request_id),
+            send,
             context.disconnected,
         )
+
+    async def call(
+        self, context: RecordContext, target: Target, request_id: str
+    ) -> asgi_call.Reply:
+        """Run the target's route in-process and return its whole answer."""
+        reply = asgi_call.Reply()
+        await self.dispatch(context, target, request_id, reply.collect)
+        return reply
 
     async def answer(self, context: RecordContext, target: Target) -> tuple[int, bytes]:
         """Call the target's route and shape its answer for one client: (status, body)."""
