@@ -1,6 +1,6 @@
 """`vllm-sagemaker batch`: an OpenAI batch file through the container's record pipeline.
 
-Lines are read as a stream, checked for what only the file can know (`deploy.batch_lines`), and
+Lines are read as a stream, checked for what only the file can know (`handler.batch_lines`), and
 sent in JSON Lines mini-batches to `/invocations`, where each line goes through the same pipeline
 as any SageMaker record. At most `--max-inflight` lines are in flight; answers are appended to
 the output as each mini-batch finishes, in input order, so memory stays flat and a crash loses at
@@ -25,8 +25,9 @@ import httpx
 from tqdm import tqdm
 
 from deploy import invoke, local_engine, storage
-from deploy.batch_lines import Checked, LineChecker, Outcome, outcome
 from deploy.ordered import in_order
+from handler.batch_lines import Checked, LineChecker, Outcome, outcome
+from handler.formats import batch_error_line
 from handler.jsonlines import iter_records
 
 LINES_PER_REQUEST = 32
@@ -163,17 +164,23 @@ def to_answer(source: IO[bytes], answered: Answered) -> Iterator[Checked]:
                 yield checked
 
 
+def error_line(checked: Checked) -> bytes:
+    """The answer of a line the file checks refused, naming its line number."""
+    assert checked.fault is not None
+    return batch_error_line(checked.custom_id, checked.fault.error(checked.number))
+
+
 async def answer_chunk(
     client: httpx.AsyncClient, chunk: list[Checked], timeout_s: float
 ) -> list[bytes]:
     """The output lines of a chunk, in order: known answers as they are, the rest from one
     multi-record request to the container."""
-    body = b"".join(item.send + b"\n" for item in chunk if item.send is not None)
+    body = b"".join(item.raw + b"\n" for item in chunk if item.fault is None)
     answers = iter(())
     if body:
         reply = await invoke.post(client, "/invocations", body, JSON_LINES, 3, timeout_s)
         answers = iter(reply.splitlines())
-    lines = [item.answer if item.answer is not None else next(answers, b"") for item in chunk]
+    lines = [error_line(item) if item.fault else next(answers, b"") for item in chunk]
     if any(not line for line in lines) or next(answers, None) is not None:
         raise invoke.InvocationFailed("the container's answer did not have one line per record")
     return lines

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from handler import kinds, tgi
+from handler import batch_lines, kinds, tgi
 from handler.errors import RequestError
 
 
@@ -97,38 +97,14 @@ def _body(value: Any, raw: bytes | None, model: str | None) -> bytes:
 def batch_line_target(
     record: dict[str, Any], served: Collection[str], model: str | None = None
 ) -> Target:
-    """The target of an OpenAI batch line; errors carry its custom_id."""
-    custom_id = record["custom_id"]
-    if not isinstance(custom_id, str) or not custom_id:
-        raise BatchLineError(
-            str(custom_id),
-            RequestError(
-                400, "custom_id must be a non-empty string", "invalid_custom_id", "custom_id"
-            ),
-        )
-    try:
-        method, url, body = record.get("method", "POST"), record.get("url"), record["body"]
-        if method != "POST":
-            raise RequestError(
-                400, f"method must be POST, got {method!r}", "invalid_method", "method"
-            )
-        if not isinstance(url, str):
-            raise RequestError(
-                400, "url must name the route, e.g. /v1/chat/completions", "missing_url", "url"
-            )
-        route = checked_route(url, served, "url")
-        if not isinstance(body, dict):
-            raise RequestError(400, "body must be a JSON object", "invalid_body", "body")
-        if body.get("stream"):
-            raise RequestError(
-                400,
-                'batch lines cannot stream; remove "stream": true',
-                "stream_not_supported",
-                "body.stream",
-            )
-    except RequestError as error:
-        raise BatchLineError(custom_id, error) from None
-    return Target(route, _body(body, None, model), custom_id=custom_id, kind="batch line")
+    """The target of an OpenAI batch line (rules: handler.batch_lines); errors carry its
+    custom_id."""
+    fault = batch_lines.fields_fault(record) or batch_lines.request_fault(record, served)
+    if fault is not None:
+        raise BatchLineError(str(record.get("custom_id")), fault.error())
+    route = record["url"].split("?", 1)[0]
+    body = _body(record["body"], None, model)
+    return Target(route, body, custom_id=record["custom_id"], kind="batch line")
 
 
 def target(

@@ -5,47 +5,112 @@ from pathlib import Path
 
 import pytest
 
-from deploy.batch import Answered, chunks, repair, staged_path
-from deploy.batch_lines import LineChecker, outcome
+from deploy.batch import Answered, chunks, error_line, repair, staged_path
+from handler.batch_lines import LineChecker, outcome, request_fault
 
 
 def line(custom_id: object, **extra: object) -> bytes:
-    return json.dumps(
-        {"custom_id": custom_id, "url": "/v1/completions", "body": {}, **extra}
-    ).encode()
+    record = {"custom_id": custom_id, "method": "POST", "url": "/v1/completions", "body": {}}
+    return json.dumps({**record, **extra}).encode()
+
+
+def without(name: str) -> bytes:
+    record = json.loads(line("x"))
+    del record[name]
+    return json.dumps(record).encode()
 
 
 @pytest.mark.parametrize(
-    ("raw", "custom_id", "code"),
+    ("raw", "custom_id", "code", "param"),
     [
-        (b"{bad", None, "invalid_json"),
-        (b"[1, 2]", None, "missing_custom_id"),
-        (json.dumps({"url": "/v1/completions", "body": {}}).encode(), None, "missing_custom_id"),
-        (line(""), None, "missing_custom_id"),
-        (line(7), None, "missing_custom_id"),
-        (json.dumps({"custom_id": "x", "url": "/v1/completions"}).encode(), "x", "missing_body"),
+        (b"{bad", None, "invalid_json_line", None),
+        (b"[1, 2]", None, "invalid_json_line", None),
+        (without("custom_id"), None, "missing_required_parameter", "custom_id"),
+        (without("method"), "x", "missing_required_parameter", "method"),
+        (without("url"), "x", "missing_required_parameter", "url"),
+        (without("body"), "x", "missing_required_parameter", "body"),
+        (line(""), None, "invalid_value", "custom_id"),
+        (line(7), None, "invalid_value", "custom_id"),
     ],
 )
-def test_lines_that_never_reach_the_container(raw: bytes, custom_id: str | None, code: str) -> None:
+def test_lines_that_can_never_run(
+    raw: bytes, custom_id: str | None, code: str, param: str | None
+) -> None:
     checked = LineChecker().check(12, raw)
-    assert checked.send is None
+    assert checked.record is None and checked.fault is not None
     assert checked.custom_id == custom_id
-    answer = json.loads(checked.answer or b"")
+    assert (checked.fault.code, checked.fault.param) == (code, param)
+    answer = json.loads(error_line(checked))
     assert answer["custom_id"] == custom_id
     assert answer["response"] is None
     assert answer["error"]["code"] == code
     assert answer["error"]["message"].startswith("line 12: ")
 
 
+def test_missing_fields_are_worded_as_openai_words_them() -> None:
+    fault = LineChecker().check(1, without("custom_id")).fault
+    assert fault is not None and fault.message == "Missing required parameter: 'custom_id'."
+
+
 def test_duplicates_name_the_first_line() -> None:
     checker = LineChecker()
-    assert checker.check(1, line("a")).send == line("a")
-    assert checker.check(2, line("b")).send == line("b")
+    assert checker.check(1, line("a")).record is not None
+    assert checker.check(2, line("b")).record is not None
     duplicate = checker.check(5, line("a"))
-    assert duplicate.send is None
-    assert json.loads(duplicate.answer or b"")["error"]["message"] == (
-        "line 5: custom_id 'a' was already used on line 1"
+    assert duplicate.record is None and duplicate.fault is not None
+    assert duplicate.fault.code == "duplicate_custom_id"
+    assert json.loads(error_line(duplicate))["error"]["message"] == (
+        "line 5: The custom_id 'a' is already used on line 1."
     )
+
+
+CHAT = "/v1/chat/completions"
+SERVED = {CHAT, "/v1/completions", "/tokenize"}
+
+
+def request(**changes: object) -> dict:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    record = {"custom_id": "a", "method": "POST", "url": CHAT, "body": body}
+    return {**record, **changes}
+
+
+@pytest.mark.parametrize(
+    ("record", "endpoint", "code", "param"),
+    [
+        (request(), CHAT, None, None),
+        (request(), None, None, None),
+        (request(url=CHAT + "?x=1"), CHAT, None, None),
+        (request(method="GET"), CHAT, "invalid_value", "method"),
+        (request(url="/v1/completions"), CHAT, "invalid_url", "url"),
+        (request(url="/v1/embeddings"), None, "invalid_url", "url"),
+        (request(url="/sleep"), None, "invalid_url", "url"),
+        (request(url=5), None, "missing_required_parameter", "url"),
+        (request(body=[1]), CHAT, "invalid_request", "body"),
+        (
+            request(body={"messages": [], "stream": True}),
+            CHAT,
+            "streaming_unsupported",
+            "body.stream",
+        ),
+        (request(body={"model": "other", "messages": []}), CHAT, "model_not_found", "body.model"),
+        (request(body={"messages": []}), CHAT, None, None),
+    ],
+)
+def test_request_rules(
+    record: dict, endpoint: str | None, code: str | None, param: str | None
+) -> None:
+    fault = request_fault(record, SERVED, endpoint, models={"m", "adapter"})
+    assert (fault.code, fault.param) == (code, param) if fault else code is None
+
+
+def test_streaming_is_worded_per_endpoint() -> None:
+    fault = request_fault(request(body={"stream": True}), SERVED, CHAT)
+    assert fault is not None
+    assert fault.message == "Chat Completions: Streaming is not supported in the Batch API."
+
+
+def test_models_are_checked_only_when_known() -> None:
+    assert request_fault(request(body={"model": "other"}), SERVED, CHAT) is None
 
 
 def test_outcomes_read_back() -> None:
@@ -55,7 +120,7 @@ def test_outcomes_read_back() -> None:
 
     success = written("a", {"status_code": 200, "body": {"usage": {"prompt_tokens": 3}}}, None)
     refused = written("c", {"status_code": 400, "body": {"error": {}}}, None)
-    anonymous = written(None, None, {"code": "invalid_json", "message": "line 9: bad"})
+    anonymous = written(None, None, {"code": "invalid_json_line", "message": "line 9: bad"})
     assert outcome(success).succeeded and outcome(success).usage == {"prompt_tokens": 3}
     assert not outcome(refused).succeeded and outcome(refused).custom_id == "c"
     assert outcome(anonymous).line_number == 9

@@ -71,11 +71,11 @@ def test_bad_lines_become_error_lines(chat_server: Server, tmp_path: Path) -> No
         f"r{i}" for i in range(400) if i not in (10, 20, 30)
     )
     errors = {line["error"]["code"]: line for line in lines if line["error"] is not None}
-    assert set(errors) == {"invalid_json", "duplicate_custom_id", "route_not_allowed"}
-    assert errors["invalid_json"]["custom_id"] is None
-    assert errors["invalid_json"]["error"]["message"].startswith("line 11: ")
+    assert set(errors) == {"invalid_json_line", "duplicate_custom_id", "invalid_url"}
+    assert errors["invalid_json_line"]["custom_id"] is None
+    assert errors["invalid_json_line"]["error"]["message"].startswith("line 11: ")
     assert errors["duplicate_custom_id"]["custom_id"] == "r5"
-    assert errors["route_not_allowed"]["custom_id"] == "r30"
+    assert errors["invalid_url"]["custom_id"] == "r30"
     assert [line["custom_id"] for line in lines[:3]] == ["r0", "r1", "r2"]
     assert b"397 succeeded, 3 failed" in done.stderr
 
@@ -92,7 +92,7 @@ def test_failed_lines_go_to_the_error_file(chat_server: Server, tmp_path: Path) 
     assert [line["custom_id"] for line in read((tmp_path / "out.jsonl").read_bytes())] == ["a"]
     errors = read((tmp_path / "errors.jsonl").read_bytes())
     assert errors[0]["custom_id"] == "b" and errors[0]["response"]["status_code"] == 400
-    assert errors[1]["error"]["code"] == "missing_custom_id"
+    assert errors[1]["error"]["code"] == "invalid_json_line"
 
 
 def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_batch_line_to_an_admin_route_is_not_called(chat_server: Server) -> None
     line = {"custom_id": "x", "method": "POST", "url": "/sleep", "body": {}}
     out = invoke(chat_server, line).json()
     assert out["response"] is None
-    assert out["error"]["code"] == "route_not_allowed"
+    assert out["error"]["code"] == "invalid_url"
     assert httpx.get(chat_server.url + "/ping").status_code == 200
 
 

@@ -54,7 +54,10 @@ BAD = {
     6: ({"input": "an embedding on a chat model"}, "unsupported_request_kind"),
     8: ({"prompt": "x", "stream": True}, "stream_not_supported"),
     10: ({"prompt": "x", "max_tokens": 9000}, 400),
-    12: ({"custom_id": "bad", "url": "/v1/embeddings", "body": {"input": "x"}}, "route_not_served"),
+    12: (
+        {"custom_id": "bad", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}},
+        "invalid_url",
+    ),
     14: (b"[1, 2, 3]", "unrecognized_request"),
     16: (b'"just a string"', "unrecognized_request"),
 }
@@ -64,6 +67,7 @@ def test_mixed_records_answer_line_for_line(chat_server: Server) -> None:
     records: list[Any] = [BAD[i][0] if i in BAD else echo(i) for i in range(40)]
     records[20] = {
         "custom_id": "good",
+        "method": "POST",
         "url": "/v1/completions",
         "body": {"prompt": "record 20", "max_tokens": 1, "echo": True},
     }

@@ -27,7 +27,12 @@ EXPIRES = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*;\sExpires=\d{4}-\d\d-\d\dT\d
         {"prompt": "x", "model": None},
         {"input": ["a", "b"]},
         {"inputs": "x", "parameters": {"max_new_tokens": 2}},
-        {"custom_id": "c1", "url": "/v1/completions", "body": {"prompt": "x", "model": "m"}},
+        {
+            "custom_id": "c1",
+            "method": "POST",
+            "url": "/v1/completions",
+            "body": {"prompt": "x", "model": "m"},
+        },
     ],
 )
 def test_adapter_becomes_the_model_of_every_kind(record: dict) -> None:

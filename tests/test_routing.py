@@ -111,18 +111,27 @@ def test_batch_line_goes_to_its_url() -> None:
 @pytest.mark.parametrize(
     ("line", "code"),
     [
-        ({"custom_id": "r", "url": "/sleep", "body": {}}, "route_not_allowed"),
-        ({"custom_id": "r", "body": {}}, "missing_url"),
+        ({"custom_id": "r", "method": "POST", "url": "/sleep", "body": {}}, "invalid_url"),
+        ({"custom_id": "r", "method": "POST", "body": {}}, "missing_required_parameter"),
+        ({"custom_id": "r", "url": "/v1/embeddings", "body": {}}, "missing_required_parameter"),
         (
             {"custom_id": "r", "method": "GET", "url": "/v1/embeddings", "body": {}},
-            "invalid_method",
+            "invalid_value",
         ),
-        ({"custom_id": "r", "url": "/v1/embeddings", "body": [1]}, "invalid_body"),
         (
-            {"custom_id": "r", "url": "/v1/embeddings", "body": {"input": "a", "stream": True}},
-            "stream_not_supported",
+            {"custom_id": "r", "method": "POST", "url": "/v1/embeddings", "body": [1]},
+            "invalid_request",
         ),
-        ({"custom_id": "r", "url": "/v1/completions", "body": {}}, "route_not_served"),
+        (
+            {
+                "custom_id": "r",
+                "method": "POST",
+                "url": "/v1/embeddings",
+                "body": {"input": "a", "stream": True},
+            },
+            "streaming_unsupported",
+        ),
+        ({"custom_id": "r", "method": "POST", "url": "/v1/completions", "body": {}}, "invalid_url"),
     ],
 )
 def test_bad_batch_lines_keep_their_custom_id(line: dict, code: str) -> None:

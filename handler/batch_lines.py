@@ -1,0 +1,183 @@
+"""The rules of an OpenAI batch line, for the whole project, in OpenAI's codes and words.
+
+One line is `{"custom_id", "method": "POST", "url", "body"}`. The same rules answer a batch line
+sent to `/invocations`, check a file before `vllm-sagemaker batch` sends it, and validate the input
+of a server-side batch (`/v1/batches`), where every bad line is listed before anything runs:
+
+- `LineChecker` checks what needs the whole file: JSON, the four fields, duplicate custom_ids;
+- `request_fault` checks the request itself: method, url (against the batch's endpoint when there
+  is one, else against the routes this model serves), body, `stream`, and `model` when the caller
+  knows which models are served.
+`outcome` reads a finished output line back (for resuming and for counts and usage).
+"""
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from handler import kinds
+from handler.errors import RequestError
+
+MAX_LINES = 50_000
+REQUIRED = ("custom_id", "method", "url", "body")
+LINE_PREFIX = re.compile(r"^line (\d+): ")
+_NAMES = {
+    "/v1/chat/completions": "Chat Completions",
+    "/v1/completions": "Completions",
+    "/v1/embeddings": "Embeddings",
+    "/v1/responses": "Responses",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Why a line cannot run: OpenAI's code, message and param."""
+
+    code: str
+    message: str
+    param: str | None = None
+
+    def error(self, number: int | None = None) -> RequestError:
+        prefix = f"line {number}: " if number is not None else ""
+        return RequestError(400, prefix + self.message, self.code, self.param)
+
+
+def missing(name: str) -> Fault:
+    return Fault("missing_required_parameter", f"Missing required parameter: '{name}'.", name)
+
+
+def parse_line(raw: bytes) -> dict[str, Any] | Fault:
+    """The line as a JSON object with the four fields, or its fault."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return Fault("invalid_json_line", "This line is not parseable as valid JSON.")
+    return fields_fault(record) or record
+
+
+def fields_fault(record: Any) -> Fault | None:
+    """What is missing from a parsed line: an object with the four fields, a usable custom_id."""
+    if not isinstance(record, dict):
+        return Fault("invalid_json_line", "This line is not a JSON object.")
+    for name in REQUIRED:
+        if name not in record or record[name] is None:
+            return missing(name)
+    custom_id = record["custom_id"]
+    if not isinstance(custom_id, str) or not custom_id:
+        return Fault("invalid_value", "custom_id must be a non-empty string.", "custom_id")
+    return None
+
+
+def request_fault(
+    record: dict[str, Any],
+    served: Collection[str],
+    endpoint: str | None = None,
+    models: Collection[str] | None = None,
+) -> Fault | None:
+    """What is wrong with the request of a line (its fields are present), else None."""
+    method, url, body = record.get("method", "POST"), record.get("url"), record.get("body")
+    if method != "POST":
+        return Fault(
+            "invalid_value", f"Invalid value: '{method}'. Supported values are: 'POST'.", "method"
+        )
+    if not isinstance(url, str):
+        return missing("url")
+    path = url.split("?", 1)[0]
+    if endpoint is not None and path != endpoint:
+        return Fault(
+            "invalid_url",
+            "The URL provided for this request does not match the batch endpoint.",
+            "url",
+        )
+    if path not in kinds.INFERENCE_ROUTES or path not in served:
+        return Fault(
+            "invalid_url",
+            f"The URL {url!r} is not an inference route this model serves; "
+            f"it serves: {', '.join(sorted(served))}.",
+            "url",
+        )
+    if not isinstance(body, dict):
+        return Fault("invalid_request", "The body must be a JSON object.", "body")
+    if body.get("stream"):
+        return Fault(
+            "streaming_unsupported",
+            f"{_NAMES.get(path, path)}: Streaming is not supported in the Batch API.",
+            "body.stream",
+        )
+    model = body.get("model")
+    if models is not None and model is not None and model not in models:
+        return Fault(
+            "model_not_found",
+            f"The provided model '{model}' is not supported by the Batch API.",
+            "body.model",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One input line: its record when it may run, else its fault."""
+
+    number: int
+    custom_id: str | None
+    raw: bytes
+    record: dict[str, Any] | None = None
+    fault: Fault | None = None
+
+
+@dataclass
+class LineChecker:
+    """Checks lines in file order; remembers where each custom_id was first seen."""
+
+    first_seen: dict[str, int] = field(default_factory=dict)
+
+    def check(self, number: int, raw: bytes) -> Checked:
+        record = parse_line(raw)
+        if isinstance(record, Fault):
+            custom_id = _custom_id(raw) if record.code == "missing_required_parameter" else None
+            return Checked(number, custom_id, raw, fault=record)
+        custom_id = record["custom_id"]
+        first = self.first_seen.setdefault(custom_id, number)
+        if first != number:
+            fault = Fault(
+                "duplicate_custom_id",
+                f"The custom_id '{custom_id}' is already used on line {first}.",
+                "custom_id",
+            )
+            return Checked(number, custom_id, raw, fault=fault)
+        return Checked(number, custom_id, raw, record)
+
+
+def _custom_id(raw: bytes) -> str | None:
+    """The custom_id of a line that is JSON but incomplete, when it has a usable one."""
+    value = json.loads(raw)
+    custom_id = value.get("custom_id")
+    return custom_id if isinstance(custom_id, str) and custom_id else None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished output line says."""
+
+    custom_id: str | None
+    line_number: int | None
+    succeeded: bool
+    usage: dict[str, Any]
+
+
+def outcome(line: bytes) -> Outcome:
+    """Read back one output line (ValueError when it is not a complete JSON line)."""
+    value = json.loads(line)
+    response, error = value.get("response"), value.get("error")
+    succeeded = error is None and isinstance(response, dict) and response.get("status_code") == 200
+    body = response.get("body") if isinstance(response, dict) else None
+    usage = body.get("usage") if isinstance(body, dict) else None
+    number = None
+    if isinstance(error, dict):
+        match = LINE_PREFIX.match(str(error.get("message", "")))
+        number = int(match.group(1)) if match else None
+    return Outcome(
+        value.get("custom_id"), number, succeeded, usage if isinstance(usage, dict) else {}
+    )
