@@ -17,6 +17,8 @@ ENGINE_READY_TIMEOUT_S = 3600
 # Object stores vLLM's Run:ai model streamer reads weights from without a download first.
 STREAMED_SCHEMES = ("s3://", "gs://", "az://")
 STREAMER_LOAD_FORMAT = "runai_streamer"
+# vLLM serves lower priority values first; real-time requests carry 0.
+BATCH_PRIORITY = 10
 
 # Settings the SageMaker contract owns: they never come from SM_VLLM_* variables.
 _CONTRACT_OWNED = frozenset({"MODEL", "PORT", "HOST"})
@@ -153,7 +155,9 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
     (SageMaker's POST /adapters) when there is one API server (vLLM refuses runtime
     adapters with several, since each process would hold its own); a model streamed from an
     S3-compatible store at a custom endpoint (AWS_ENDPOINT_URL: MinIO, LocalStack, moto) is
-    addressed path-style, as such stores expect. `args` are the server's arguments."""
+    addressed path-style, as such stores expect; under priority scheduling, server-side batch
+    lines run at BATCH_PRIORITY (vLLM serves lower values first; real-time requests have 0).
+    `args` are the server's arguments."""
     model = flag_value(args, "--model") or ""
     added = {"VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S)}
     lora = env.get(SM_VLLM_PREFIX + "ENABLE_LORA", "")
@@ -162,7 +166,19 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
     custom_endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if model.lower().startswith("s3://") and custom_endpoint:
         added["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"] = "0"
+    if flag_value(args, "--scheduling-policy") == "priority":
+        added["SAGEMAKER_BATCH_PRIORITY"] = str(BATCH_PRIORITY)
     return {key: value for key, value in added.items() if key not in env}
+
+
+def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:
+    """Priority scheduling when the Batches API is on (unless a policy was chosen), so batch
+    lines can run at a lower priority than real-time requests."""
+    if env.get("SAGEMAKER_BATCH_API", "").lower() == "false" or _given(
+        "--scheduling-policy", given
+    ):
+        return []
+    return ["--scheduling-policy", "priority"]
 
 
 def quiet_ping_args(given: Sequence[str]) -> list[str]:
@@ -192,6 +208,7 @@ def server_args(
         *flags,
         *load_format_args(model, flags),
         *tensor_parallel_args(env, visible_gpus, flags),
+        *scheduling_args(env, flags),
         *quiet_ping_args(flags),
         "--middleware",
         MIDDLEWARE,

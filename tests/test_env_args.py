@@ -117,6 +117,8 @@ def test_server_args_acceptance_example() -> None:
         "2",
         "--seed",
         "1",
+        "--scheduling-policy",
+        "priority",
         "--disable-access-log-for-endpoints",
         "/ping",
         "--middleware",
@@ -161,3 +163,34 @@ def test_engine_env(
     env: dict[str, str], gpus: int, available: int, expected: dict[str, str]
 ) -> None:
     assert hardware.engine_env(env, gpus, available) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "given", "expected"),
+    [
+        ({}, [], ["--scheduling-policy", "priority"]),
+        ({"SAGEMAKER_BATCH_API": "false"}, [], []),
+        ({}, ["--scheduling-policy", "fcfs"], []),
+        ({}, ["--scheduling-policy=fcfs"], []),
+    ],
+)
+def test_priority_scheduling_serves_batch_lines_last(
+    env: dict[str, str], given: list[str], expected: list[str]
+) -> None:
+    assert env_args.scheduling_args(env, given) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "priority"),
+    [
+        (["--scheduling-policy", "priority"], {}, "10"),
+        (["--scheduling-policy", "priority"], {"SAGEMAKER_BATCH_PRIORITY": "3"}, None),
+        (["--scheduling-policy", "fcfs"], {}, None),
+        ([], {}, None),
+    ],
+)
+def test_batch_priority_only_under_priority_scheduling(
+    args: list[str], env: dict[str, str], priority: str | None
+) -> None:
+    added = env_args.platform_env(env, ["--model", "/m", *args])
+    assert added.get("SAGEMAKER_BATCH_PRIORITY") == priority

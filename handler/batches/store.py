@@ -6,19 +6,31 @@ the whole file or nothing. SQLite in WAL mode with a busy timeout lets the API-s
 of a container share one store. Another backend can replace this class by offering the same
 methods.
 
+A batch row holds the Batch object as the API shows it, plus the lease of the runner that owns
+it: a runner claims a batch only when nobody holds a live lease on it, renews the lease while it
+works and changes the batch only while the lease is its own, so the API-server processes sharing
+the store never run one batch twice, and a batch whose runner died is taken over when its lease
+runs out.
+
 Layout under the store directory (SAGEMAKER_BATCH_STORE):
-    store.sqlite3           the rows
-    files/<id>              file bodies, complete
-    files/<id>.partial      a body being written (removed on failure, swept at start)
+    store.sqlite3                 the rows
+    files/<id>                    file bodies, complete
+    files/<id>.partial            a body being written (removed on failure)
+    batches/<id>/output.jsonl     a running batch's results so far (handler.batches.results)
+    batches/<id>/errors.jsonl
 """
 
 import contextlib
+import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+Batch = dict[str, Any]
 
 BUSY_TIMEOUT_MS = 30_000
 SCHEMA = """
@@ -32,7 +44,18 @@ CREATE TABLE IF NOT EXISTS files (
     expires_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS files_by_purpose ON files (purpose, seq);
+CREATE TABLE IF NOT EXISTS batches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    status TEXT NOT NULL,
+    object TEXT NOT NULL,
+    owner TEXT,
+    lease_until REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS batches_by_status ON batches (status, seq);
 """
+# A batch in one of these states still has work for a runner; the others are final.
+UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
 
 
 class StoreError(Exception):
@@ -60,8 +83,10 @@ class Store:
     def __init__(self, root: str) -> None:
         self.root = Path(root)
         self.files_dir = self.root / "files"
+        self.batches_dir = self.root / "batches"
         try:
             self.files_dir.mkdir(parents=True, exist_ok=True)
+            self.batches_dir.mkdir(exist_ok=True)
             with contextlib.closing(self._connect()) as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(SCHEMA)
@@ -102,23 +127,15 @@ class Store:
 
     def add_file(self, stored: StoredFile) -> None:
         """Make a completely written `<id>.partial` body a file: rename, then insert its row."""
+        self._move_body(self.partial_path(stored.id), stored.id)
+        with self.transaction() as db:
+            _insert_file(db, stored)
+
+    def _move_body(self, source: Path, file_id: str) -> None:
         try:
-            os.replace(self.partial_path(stored.id), self.body_path(stored.id))
+            os.replace(source, self.body_path(file_id))
         except OSError as error:
             raise StoreError(f"the file body could not be stored: {error}") from None
-        with self.transaction() as db:
-            db.execute(
-                "INSERT INTO files (id, bytes, created_at, filename, purpose, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    stored.id,
-                    stored.bytes,
-                    stored.created_at,
-                    stored.filename,
-                    stored.purpose,
-                    stored.expires_at,
-                ),
-            )
 
     def file(self, file_id: str, now: float | None = None) -> StoredFile | None:
         """The file with this id, None when there is none or it has expired."""
@@ -170,6 +187,147 @@ class Store:
             ]
         for file_id in expired:
             self.delete_file(file_id)
+
+    def batch_dir(self, batch_id: str) -> Path:
+        return self.batches_dir / batch_id
+
+    def add_batch(self, batch: Batch) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO batches (id, status, object) VALUES (?, ?, ?)",
+                (batch["id"], batch["status"], json.dumps(batch)),
+            )
+
+    def batch(self, batch_id: str) -> Batch | None:
+        with contextlib.closing(self._connect()) as db:
+            row = db.execute("SELECT object FROM batches WHERE id = ?", (batch_id,)).fetchone()
+        return json.loads(row["object"]) if row else None
+
+    def batches(self, limit: int, after: str | None) -> tuple[list[Batch], bool]:
+        """One page of batches, newest first, after the batch `after`; and whether more follow."""
+        where, params = "", []
+        if after:
+            where = "WHERE seq < (SELECT seq FROM batches WHERE id = ?)"
+            params.append(after)
+        with contextlib.closing(self._connect()) as db:
+            rows = db.execute(
+                f"SELECT object FROM batches {where} ORDER BY seq DESC LIMIT ?",
+                (*params, limit + 1),
+            ).fetchall()
+        items = [json.loads(row["object"]) for row in rows]
+        return items[:limit], len(items) > limit
+
+    def change_batch(
+        self, batch_id: str, change: Callable[[Batch], Batch | None], owner: str | None = None
+    ) -> Batch | None:
+        """Apply `change` to the batch in one transaction and return the batch as it now is.
+
+        `change` returns the new object, or None to leave it as it is. With `owner`, nothing
+        changes unless that runner holds the batch (None is returned): a runner whose lease was
+        taken over can no longer write."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT object, owner FROM batches WHERE id = ?", (batch_id,)
+            ).fetchone()
+            if row is None or (owner is not None and row["owner"] != owner):
+                return None
+            batch = json.loads(row["object"])
+            changed = change(batch)
+            if changed is None:
+                return batch
+            db.execute(
+                "UPDATE batches SET status = ?, object = ? WHERE id = ?",
+                (changed["status"], json.dumps(changed), batch_id),
+            )
+            return changed
+
+    def claim(
+        self, owner: str, lease_s: float, max_running: int, now: float | None = None
+    ) -> Batch | None:
+        """Take the oldest unfinished batch nobody holds, unless `max_running` batches already
+        have a live lease; the lease lasts `lease_s`."""
+        moment = time.time() if now is None else now
+        marks = ", ".join("?" * len(UNFINISHED))
+        with self.transaction() as db:
+            (running,) = db.execute(
+                f"SELECT COUNT(*) FROM batches WHERE status IN ({marks}) AND lease_until > ?",
+                (*UNFINISHED, moment),
+            ).fetchone()
+            if running >= max_running:
+                return None
+            row = db.execute(
+                f"SELECT id, object FROM batches WHERE status IN ({marks}) AND lease_until <= ? "
+                "ORDER BY seq LIMIT 1",
+                (*UNFINISHED, moment),
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE batches SET owner = ?, lease_until = ? WHERE id = ?",
+                (owner, moment + lease_s, row["id"]),
+            )
+            return json.loads(row["object"])
+
+    def renew(self, batch_id: str, owner: str, lease_s: float) -> bool:
+        """Extend the runner's lease; False when the batch is no longer its own."""
+        with self.transaction() as db:
+            renewed = db.execute(
+                "UPDATE batches SET lease_until = ? WHERE id = ? AND owner = ?",
+                (time.time() + lease_s, batch_id, owner),
+            ).rowcount
+        return bool(renewed)
+
+    def release(self, batch_id: str, owner: str) -> None:
+        """Give the batch up (at shutdown): another runner may take it at once."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE batches SET owner = NULL, lease_until = 0 WHERE id = ? AND owner = ?",
+                (batch_id, owner),
+            )
+
+    def finish_batch(
+        self,
+        batch_id: str,
+        owner: str,
+        outputs: list[tuple[StoredFile, Path]],
+        change: Callable[[Batch], Batch],
+    ) -> Batch | None:
+        """Make the results files of a batch files (bodies moved from their paths) and change
+        the batch, in one transaction. Safe to repeat after a crash: a body already moved and a
+        row already written are kept."""
+        for stored, source in outputs:
+            if source.exists():
+                self._move_body(source, stored.id)
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT object, owner FROM batches WHERE id = ?", (batch_id,)
+            ).fetchone()
+            if row is None or row["owner"] != owner:
+                return None
+            for stored, _ in outputs:
+                _insert_file(db, stored, "OR IGNORE")
+            changed = change(json.loads(row["object"]))
+            db.execute(
+                "UPDATE batches SET status = ?, object = ?, owner = NULL, lease_until = 0 "
+                "WHERE id = ?",
+                (changed["status"], json.dumps(changed), batch_id),
+            )
+            return changed
+
+
+def _insert_file(db: sqlite3.Connection, stored: StoredFile, conflict: str = "") -> None:
+    db.execute(
+        f"INSERT {conflict} INTO files (id, bytes, created_at, filename, purpose, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            stored.id,
+            stored.bytes,
+            stored.created_at,
+            stored.filename,
+            stored.purpose,
+            stored.expires_at,
+        ),
+    )
 
 
 def _stored(row: sqlite3.Row) -> StoredFile:
