@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from deploy import invoke, local_engine, storage
 from deploy.ordered import in_order
-from handler.batch_lines import Checked, LineChecker, Outcome, outcome
+from handler.batch_lines import Checked, LineChecker, Outcome, outcome, repair
 from handler.formats import batch_error_line
 from handler.jsonlines import iter_records
 
@@ -74,23 +74,6 @@ def staged_path(uri: str, tmp_dir: str) -> str:
         return uri
     digest = hashlib.sha256(uri.encode()).hexdigest()[:16]
     return str(Path(tmp_dir) / f"batch-{digest}.jsonl")
-
-
-def repair(path: str) -> list[Outcome]:
-    """The outcomes of the complete lines in `path`, cutting off a half-written last line."""
-    outcomes: list[Outcome] = []
-    keep = 0
-    with open(path, "rb") as existing:
-        for line in existing:
-            if not line.endswith(b"\n"):
-                break
-            try:
-                outcomes.append(outcome(line))
-            except ValueError:
-                break
-            keep += len(line)
-    os.truncate(path, keep)
-    return outcomes
 
 
 @dataclass

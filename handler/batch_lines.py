@@ -8,10 +8,12 @@ of a server-side batch (`/v1/batches`), where every bad line is listed before an
 - `request_fault` checks the request itself: method, url (against the batch's endpoint when there
   is one, else against the routes this model serves), body, `stream`, and `model` when the caller
   knows which models are served.
-`outcome` reads a finished output line back (for resuming and for counts and usage).
+`outcome` reads a finished output line back and `repair` a whole results file (for resuming,
+counts and usage).
 """
 
 import json
+import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -165,6 +167,7 @@ class Outcome:
     line_number: int | None
     succeeded: bool
     usage: dict[str, Any]
+    status_code: int | None = None
 
 
 def outcome(line: bytes) -> Outcome:
@@ -178,6 +181,28 @@ def outcome(line: bytes) -> Outcome:
     if isinstance(error, dict):
         match = LINE_PREFIX.match(str(error.get("message", "")))
         number = int(match.group(1)) if match else None
+    status = response.get("status_code") if isinstance(response, dict) else None
     return Outcome(
-        value.get("custom_id"), number, succeeded, usage if isinstance(usage, dict) else {}
+        value.get("custom_id"),
+        number,
+        succeeded,
+        usage if isinstance(usage, dict) else {},
+        status if isinstance(status, int) else None,
     )
+
+
+def repair(path: str) -> list[Outcome]:
+    """The outcomes of the complete lines in `path`, cutting off a half-written last line."""
+    outcomes: list[Outcome] = []
+    keep = 0
+    with open(path, "rb") as existing:
+        for line in existing:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                outcomes.append(outcome(line))
+            except ValueError:
+                break
+            keep += len(line)
+    os.truncate(path, keep)
+    return outcomes

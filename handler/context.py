@@ -49,8 +49,9 @@ class RecordContext:
     """Where and how records run.
 
     `scope` is the ASGI scope in-process calls are built from (it carries the app and its
-    state); `headers` go to vLLM with every record (the client's, or none for a batch the
-    server runs itself); `adapter` names the LoRA adapter that answers every record.
+    state); `headers` go to vLLM with every record (the client's, or only the API key for a
+    batch the server runs itself); `adapter` names the LoRA adapter that answers every record;
+    `priority` is the engine priority of batch lines (vLLM's priority scheduling).
     """
 
     scope: Scope
@@ -58,6 +59,7 @@ class RecordContext:
     request_id: str
     route_hint: str | None = None
     adapter: str | None = None
+    priority: int | None = None
     stop: Stop = field(default_factory=Stop)
     tally: Tally = field(default_factory=Tally)
 

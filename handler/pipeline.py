@@ -55,7 +55,9 @@ class Pipeline:
         With an adapter in the context, the adapter answers: it becomes the body's `model`."""
         served = await self.served(context.scope, context.headers)
         record = records.parse(raw)
-        return routing.target(record, raw, context.route_hint, served, no_stream, context.adapter)
+        return routing.target(
+            record, raw, context.route_hint, served, no_stream, context.adapter, context.priority
+        )
 
     async def dispatch(
         self, context: RecordContext, target: Target, request_id: str, send: asgi_call.Send

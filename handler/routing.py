@@ -95,15 +95,19 @@ def _body(value: Any, raw: bytes | None, model: str | None) -> bytes:
 
 
 def batch_line_target(
-    record: dict[str, Any], served: Collection[str], model: str | None = None
+    record: dict[str, Any],
+    served: Collection[str],
+    model: str | None = None,
+    priority: int | None = None,
 ) -> Target:
     """The target of an OpenAI batch line (rules: handler.batch_lines); errors carry its
-    custom_id."""
+    custom_id. `priority` (a batch the server runs) becomes the body's engine priority."""
     fault = batch_lines.fields_fault(record) or batch_lines.request_fault(record, served)
     if fault is not None:
         raise BatchLineError(str(record.get("custom_id")), fault.error())
     route = record["url"].split("?", 1)[0]
-    body = _body(record["body"], None, model)
+    body = record["body"] if priority is None else {**record["body"], "priority": priority}
+    body = _body(body, None, model)
     return Target(route, body, custom_id=record["custom_id"], kind="batch line")
 
 
@@ -114,6 +118,7 @@ def target(
     served: Collection[str],
     no_stream: str | None = None,
     model: str | None = None,
+    priority: int | None = None,
 ) -> Target:
     """Where `record` (parsed from `raw`) goes, by the precedence in this module's docstring.
 
@@ -122,7 +127,7 @@ def target(
     refused rather than silently changed. `model` (an adapter's name) becomes the body's model.
     """
     if is_batch_line(record):
-        return batch_line_target(record, served, model)
+        return batch_line_target(record, served, model, priority)
     if no_stream and isinstance(record, dict) and record.get("stream"):
         raise RequestError(
             400,

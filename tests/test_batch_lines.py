@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.batch import Answered, chunks, error_line, repair, staged_path
-from handler.batch_lines import LineChecker, outcome, request_fault
+from deploy.batch import Answered, chunks, error_line, staged_path
+from handler.batch_lines import LineChecker, outcome, repair, request_fault
 
 
 def line(custom_id: object, **extra: object) -> bytes:
