@@ -7,7 +7,9 @@ of a server-side batch (`/v1/batches`), where every bad line is listed before an
 - `LineChecker` checks what needs the whole file: JSON, the four fields, duplicate custom_ids;
 - `request_fault` checks the request itself: method, url (against the batch's endpoint when there
   is one, else against the routes this model serves), body, `stream`, and `model` when the caller
-  knows which models are served.
+  knows which models are served;
+- `validate` applies both to a whole file and lists every bad line, plus an empty file and more
+  than MAX_LINES lines.
 `outcome` reads a finished output line back and `repair` a whole results file (for resuming,
 counts and usage).
 """
@@ -15,7 +17,7 @@ counts and usage).
 import json
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +159,58 @@ def _custom_id(raw: bytes) -> str | None:
     value = json.loads(raw)
     custom_id = value.get("custom_id")
     return custom_id if isinstance(custom_id, str) and custom_id else None
+
+
+@dataclass
+class Validation:
+    """What the lines of a batch input file add up to before anything runs."""
+
+    total: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    model: str | None = None
+
+
+def validate(
+    lines: Iterable[bytes], endpoint: str, served: Collection[str], models: Collection[str]
+) -> Validation:
+    """Check every line of a batch input (blank lines are not requests) and list every bad one
+    with its 1-based line number, as OpenAI lists them in `errors.data`."""
+    checker, found = LineChecker(), Validation()
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        found.total += 1
+        checked = checker.check(number, raw)
+        fault = checked.fault
+        if fault is None and checked.record is not None:
+            fault = request_fault(checked.record, served, endpoint, models)
+        if fault is not None:
+            found.errors.append(
+                {"code": fault.code, "message": fault.message, "param": fault.param, "line": number}
+            )
+        elif found.model is None and checked.record is not None:
+            model = checked.record["body"].get("model")
+            found.model = model if isinstance(model, str) else None
+    if found.total == 0:
+        found.errors.append(
+            {
+                "code": "empty_file",
+                "message": "The batch input file is empty: it has no request lines.",
+                "param": "input_file_id",
+                "line": None,
+            }
+        )
+    elif found.total > MAX_LINES:
+        found.errors.append(
+            {
+                "code": "too_many_requests",
+                "message": f"The batch input file has {found.total} requests; a batch may have "
+                f"at most {MAX_LINES}.",
+                "param": "input_file_id",
+                "line": None,
+            }
+        )
+    return found
 
 
 @dataclass(frozen=True)

@@ -292,12 +292,17 @@ class Store:
         outputs: list[tuple[StoredFile, Path]],
         change: Callable[[Batch], Batch],
     ) -> Batch | None:
-        """Make the results files of a batch files (bodies moved from their paths) and change
-        the batch, in one transaction. Safe to repeat after a crash: a body already moved and a
-        row already written are kept."""
+        """Make the results files of a batch files and change the batch, in one transaction.
+
+        The bodies are hard-linked from `source`, which stays until the caller removes it, so a
+        crash at any point leaves the results where a new run finds them; repeating is safe."""
         for stored, source in outputs:
-            if source.exists():
-                self._move_body(source, stored.id)
+            target = self.body_path(stored.id)
+            try:
+                if not target.exists():
+                    os.link(source, target)
+            except OSError as error:
+                raise StoreError(f"the results file could not be stored: {error}") from None
         with self.transaction() as db:
             row = db.execute(
                 "SELECT object, owner FROM batches WHERE id = ?", (batch_id,)

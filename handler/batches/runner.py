@@ -1,0 +1,328 @@
+"""Runs one batch this process has claimed, from wherever the batch stands.
+
+- `validating`: the input file is checked with the project's batch-line rules
+  (`handler.batch_lines.validate`, every bad line listed) and the batch is `failed` or
+  `in_progress`; nothing reaches the engine before that.
+- `in_progress` / `cancelling`: the lines not answered yet go through the record pipeline
+  (`Pipeline.record`, the code that answers `/invocations` records) in a sliding window; each
+  result line is appended as it finishes (`handler.batches.results`).
+- Then `finalizing`, and `completed`, `cancelled` or `expired`, the results becoming files.
+
+A watch loop renews the lease, publishes counts and usage, and stops the run when the batch is
+cancelled or its window passes: lines not answered then are answered without the engine
+(`batch_cancelled`, `batch_expired`) and running ones are aborted. A SIGTERM or a dead engine
+ends the run without writing anything more: the batch stays as it is and resumes from its
+results files.
+"""
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.types import Scope
+
+from handler import asgi_call
+from handler.batch_lines import Outcome, Validation, outcome, validate
+from handler.batches.results import Results
+from handler.batches.store import Batch, Store, StoredFile
+from handler.batches.window import LiveTraffic, Window
+from handler.context import RecordContext
+from handler.errors import RequestError
+from handler.jsonlines import iter_records
+from handler.minibatch import Stop
+from handler.pipeline import Pipeline
+
+CANCELLED = RequestError(499, "This request was cancelled before it completed.", "batch_cancelled")
+EXPIRED = RequestError(
+    408,
+    "This request could not be executed before the completion window expired.",
+    "batch_expired",
+)
+OUTPUT_EXPIRY_S = 30 * 24 * 3600
+# An engine 5xx is tried again this many times while the engine is healthy, then written.
+RETRIES = 2
+RETRY_DELAY_S = 1.0
+SYNC_EVERY_S = 5.0
+
+
+class RunEnded(Exception):
+    """The run cannot go on in this process (engine gone, lease taken over); the batch stays
+    as it is for the next run."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    max_inflight: int
+    priority: int | None
+    yields: bool
+    lease_s: float
+    check_every_s: float
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What every batch run of this process shares."""
+
+    store: Store
+    pipeline: Pipeline
+    scope: Scope
+    headers: asgi_call.Headers
+    live: LiveTraffic
+    settings: RunSettings
+    owner: str
+
+    async def call(self, method: str, path: str) -> asgi_call.Reply:
+        return await asgi_call.call(
+            self.pipeline.app, self.scope, method, path, b"", self.headers, asyncio.Event()
+        )
+
+
+class BatchRun:
+    def __init__(self, runtime: Runtime, batch: Batch) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.id: str = batch["id"]
+        self.batch = batch
+
+    async def run(self) -> None:
+        if self.batch["status"] == "validating" and not await self.validate():
+            return
+        await self.execute()
+
+    async def _change(self, change: Any) -> Batch:
+        changed = await asyncio.to_thread(
+            self.store.change_batch, self.id, change, self.runtime.owner
+        )
+        if changed is None:
+            raise RunEnded(f"batch {self.id} is no longer held by this process")
+        self.batch = changed
+        return changed
+
+    async def validate(self) -> bool:
+        """Check the whole input file; True when the batch may run."""
+        stored = self.store.file(self.batch["input_file_id"])
+        if stored is None:
+            error = {
+                "code": "invalid_request",
+                "message": f"Cannot find file {self.batch['input_file_id']}.",
+                "param": "input_file_id",
+                "line": None,
+            }
+            await self.fail([error])
+            return False
+        served = await self.runtime.pipeline.served(self.runtime.scope, self.runtime.headers)
+        models = await self.models()
+        path = self.store.body_path(stored.id)
+        found = await asyncio.to_thread(
+            _validate_file, path, self.batch["endpoint"], served, models
+        )
+        if found.errors:
+            await self.fail(found.errors)
+            return False
+        now = int(time.time())
+
+        def start(batch: Batch) -> Batch:
+            batch["model"] = found.model or (models[0] if models else None)
+            batch["request_counts"]["total"] = found.total
+            batch["in_progress_at"] = now
+            if batch["status"] == "validating":
+                batch["status"] = "in_progress"
+            return batch
+
+        await self._change(start)
+        return True
+
+    async def models(self) -> list[str]:
+        """The models this server serves (the base model and its adapters), from /v1/models."""
+        reply = await self.runtime.call("GET", "/v1/models")
+        if reply.status != 200:
+            return []
+        return [item["id"] for item in json.loads(reply.body).get("data", [])]
+
+    async def fail(self, errors: list[dict[str, Any]]) -> None:
+        now = int(time.time())
+
+        def failed(batch: Batch) -> Batch:
+            batch.update(status="failed", failed_at=now, errors={"object": "list", "data": errors})
+            return batch
+
+        await asyncio.to_thread(self.store.finish_batch, self.id, self.runtime.owner, [], failed)
+
+    async def execute(self) -> None:
+        results = Results(self.store.batch_dir(self.id))
+        await asyncio.to_thread(results.open)
+        stop = Stop()
+        if self.batch["status"] == "cancelling":
+            stop(CANCELLED)
+        elif time.time() >= self.batch["expires_at"]:
+            stop(EXPIRED)
+        context = RecordContext(
+            self.runtime.scope,
+            self.runtime.headers,
+            self.id,
+            stop=stop,
+            priority=self.runtime.settings.priority,
+        )
+        settings = self.runtime.settings
+        window = Window(settings.max_inflight, self.runtime.live, settings.yields)
+        try:
+            async with asyncio.TaskGroup() as group:
+                watcher = group.create_task(self.watch(results, stop))
+                await self.feed(group, context, results, window)
+                watcher.cancel()
+            await self.finish(results, stop)
+        finally:
+            results.close()
+
+    def pending(self, answered: set[str]) -> Iterator[tuple[int, bytes]]:
+        """The input's request lines not answered yet, with their line numbers."""
+        path = self.store.body_path(self.batch["input_file_id"])
+        with path.open("rb") as source:
+            for number, raw in enumerate(iter_records(source), start=1):
+                if raw.strip() and json.loads(raw)["custom_id"] not in answered:
+                    yield number, raw
+
+    async def feed(
+        self,
+        group: asyncio.TaskGroup,
+        context: RecordContext,
+        results: Results,
+        window: Window,
+    ) -> None:
+        """Start every pending line as a window slot frees; once stopped, answer the rest at
+        once (without the engine)."""
+        running: set[asyncio.Task[None]] = set()
+        for number, raw in self.pending(set(results.answered)):
+            if context.stop.reason is not None:
+                results.write(*await self.answer(context, raw, number))
+                continue
+            await window.acquire()
+            task = group.create_task(self.line(context, raw, number, results, window))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        if running:
+            await asyncio.wait(running)
+
+    async def line(
+        self, context: RecordContext, raw: bytes, number: int, results: Results, window: Window
+    ) -> None:
+        try:
+            results.write(*await self.answer(context, raw, number))
+        finally:
+            window.release()
+
+    async def answer(
+        self, context: RecordContext, raw: bytes, number: int
+    ) -> tuple[bytes, Outcome]:
+        """The line's result. An engine 5xx is not an answer while the engine is down (the
+        server is stopping or broken): the run ends and the line runs again on resume."""
+        for attempt in range(RETRIES + 1):
+            line = await self.runtime.pipeline.record(context, raw, number)
+            result = outcome(line)
+            if (result.status_code or 0) < 500 or context.stop.reason is not None:
+                break
+            health = await self.runtime.call("GET", "/health")
+            if health.status != 200:
+                raise RunEnded("the engine is not healthy; the batch resumes when it is")
+            if attempt < RETRIES:
+                await asyncio.sleep(RETRY_DELAY_S)
+        return line, result
+
+    async def watch(self, results: Results, stop: Stop) -> None:
+        """Every check_every_s: renew the lease, publish progress, notice cancel and expiry."""
+        settings = self.runtime.settings
+        synced = time.monotonic()
+        while True:
+            await asyncio.sleep(settings.check_every_s)
+            renewed = await asyncio.to_thread(
+                self.store.renew, self.id, self.runtime.owner, settings.lease_s
+            )
+            if not renewed:
+                raise RunEnded(f"batch {self.id} was taken over by another process")
+            batch = await self._change(lambda b: _with_progress(b, results))
+            if batch["status"] == "cancelling":
+                stop(CANCELLED)
+            elif time.time() >= batch["expires_at"]:
+                stop(EXPIRED)
+            if time.monotonic() - synced >= SYNC_EVERY_S:
+                await asyncio.to_thread(results.sync)
+                synced = time.monotonic()
+
+    async def finish(self, results: Results, stop: Stop) -> None:
+        """finalizing, then the final status with the results as files, in one transaction."""
+        await asyncio.to_thread(results.sync)
+        now = int(time.time())
+
+        def finalizing(batch: Batch) -> Batch:
+            batch["finalizing_at"] = batch["finalizing_at"] or now
+            if batch["status"] == "in_progress":
+                batch["status"] = "finalizing"
+            return batch
+
+        await self._change(finalizing)
+        outputs, ids = self.results_files(results, now)
+
+        def final(batch: Batch) -> Batch:
+            status = _final_status(batch, stop)
+            batch.update(ids, status=status)
+            batch[f"{status}_at"] = now
+            return _with_progress(batch, results)
+
+        finished = await asyncio.to_thread(
+            self.store.finish_batch, self.id, self.runtime.owner, outputs, final
+        )
+        if finished is None:
+            raise RunEnded(f"batch {self.id} was taken over while it finished")
+        shutil.rmtree(results.directory, ignore_errors=True)
+
+    def results_files(
+        self, results: Results, now: int
+    ) -> tuple[list[tuple[StoredFile, Path]], dict[str, str | None]]:
+        """The output and error files (only those with lines) and the ids the batch shows."""
+        expiry = (self.batch.get("output_expires_after") or {}).get("seconds") or OUTPUT_EXPIRY_S
+        hex_id = self.id.removeprefix("batch_")
+        outputs, ids = [], {}
+        for key, kind, count, path in (
+            ("output_file_id", "output", results.tallies.completed, results.output_path),
+            ("error_file_id", "errors", results.tallies.failed, results.errors_path),
+        ):
+            ids[key] = None
+            if count:
+                stored = StoredFile(
+                    f"file-{hex_id}-{kind}",
+                    path.stat().st_size,
+                    now,
+                    f"{self.id}_{kind}.jsonl",
+                    "batch_output",
+                    now + expiry,
+                )
+                outputs.append((stored, path))
+                ids[key] = stored.id
+        return outputs, ids
+
+
+def _validate_file(
+    path: Path, endpoint: str, served: frozenset[str], models: list[str]
+) -> Validation:
+    with path.open("rb") as source:
+        return validate(iter_records(source), endpoint, served, models)
+
+
+def _with_progress(batch: Batch, results: Results) -> Batch:
+    counts = batch["request_counts"]
+    counts["completed"], counts["failed"] = results.tallies.completed, results.tallies.failed
+    batch["usage"] = results.tallies.usage
+    return batch
+
+
+def _final_status(batch: Batch, stop: Stop) -> str:
+    if stop.reason is EXPIRED:
+        return "expired"
+    if stop.reason is CANCELLED or batch["status"] == "cancelling":
+        return "cancelled"
+    return "completed"
