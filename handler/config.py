@@ -28,6 +28,9 @@ DEFAULT_MINI_BATCH_TIMEOUT_S = 540.0
 # An hour less a minute, so an async invocation answers before SageMaker's 3600 s limit.
 ASYNC_MINI_BATCH_TIMEOUT_S = 3540.0
 DEFAULT_SESSION_EXPIRATION_S = 1200
+DEFAULT_CONCURRENT_BATCHES = 2
+DEFAULT_BATCH_INFLIGHT = 256
+COMPLETION_WINDOW_S = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -54,13 +57,22 @@ class SessionSettings:
 @dataclass(frozen=True)
 class BatchApiSettings:
     """The Files and Batches API: SAGEMAKER_BATCH_API (on unless `false`), its store
-    SAGEMAKER_BATCH_STORE, and upload limits SAGEMAKER_BATCH_MAX_FILE_MB (any file, OpenAI's
-    512) and SAGEMAKER_BATCH_MAX_INPUT_MB (a batch input file, OpenAI's 200)."""
+    SAGEMAKER_BATCH_STORE, upload limits SAGEMAKER_BATCH_MAX_FILE_MB (any file, OpenAI's 512)
+    and SAGEMAKER_BATCH_MAX_INPUT_MB (a batch input file, OpenAI's 200); how batches run:
+    SAGEMAKER_MAX_CONCURRENT_BATCHES at once, SAGEMAKER_BATCH_MAX_INFLIGHT lines each,
+    SAGEMAKER_BATCH_PRIORITY (set by `serve` under priority scheduling),
+    SAGEMAKER_BATCH_YIELD (`false`: keep the whole window under live traffic) and
+    SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS (OpenAI's 24 h)."""
 
     enabled: bool
     store: str
     max_file_bytes: int
     max_batch_input_bytes: int
+    max_concurrent: int = DEFAULT_CONCURRENT_BATCHES
+    max_inflight: int = DEFAULT_BATCH_INFLIGHT
+    priority: int | None = None
+    yields: bool = True
+    window_s: int = COMPLETION_WINDOW_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "BatchApiSettings":
@@ -74,6 +86,14 @@ class BatchApiSettings:
             store=env.get("SAGEMAKER_BATCH_STORE") or default_store,
             max_file_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_FILE_MB") or 512) * MIB,
             max_batch_input_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_INPUT_MB") or 200) * MIB,
+            max_concurrent=positive_int(env, "SAGEMAKER_MAX_CONCURRENT_BATCHES")
+            or DEFAULT_CONCURRENT_BATCHES,
+            max_inflight=positive_int(env, "SAGEMAKER_BATCH_MAX_INFLIGHT")
+            or DEFAULT_BATCH_INFLIGHT,
+            priority=batch_priority(env),
+            yields=env.get("SAGEMAKER_BATCH_YIELD", "true").lower() != "false",
+            window_s=positive_int(env, "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS")
+            or COMPLETION_WINDOW_S,
         )
 
 
@@ -108,6 +128,17 @@ class Config:
             sessions=SessionSettings.from_env(env),
             batch_api=BatchApiSettings.from_env(env),
         )
+
+
+def batch_priority(env: Mapping[str, str]) -> int | None:
+    """SAGEMAKER_BATCH_PRIORITY: the engine priority of batch lines (an integer), else none."""
+    raw = env.get("SAGEMAKER_BATCH_PRIORITY", "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"SAGEMAKER_BATCH_PRIORITY must be an integer, got {raw!r}") from None
 
 
 def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:

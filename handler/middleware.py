@@ -1,20 +1,23 @@
 """SageMakerMiddleware: the pure ASGI class vLLM installs through `--middleware`.
 
 It owns SageMaker's routes: `/ping`, `/execution-parameters`, `/invocations` (handler.invocations)
-and the adapter protocol `/adapters` (handler.adapters), and OpenAI's Files API `/v1/files`
-(handler.batches), which has upload limits of its own. It guards every non-health route with
-the API key when one is configured, refuses bodies over the payload limit with 413, and passes
-everything else to vLLM untouched.
+and the adapter protocol `/adapters` (handler.adapters), and OpenAI's Files and Batches API
+(`/v1/files`, `/v1/batches`: handler.batches), which has upload limits of its own and runs
+batches in the background from the server's start (lifespan) to its shutdown. Real-time
+inference requests are counted, so running batches yield to them. It guards every non-health
+route with the API key when one is configured, refuses bodies over the payload limit with 413,
+and passes everything else to vLLM untouched.
 """
 
 import asyncio
 import os
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handler import adapters, asgi_call
+from handler import adapters, asgi_call, kinds
 from handler.auth import ApiKeys
 from handler.batches import routes as batch_routes
+from handler.batches.window import LiveTraffic
 from handler.config import Config
 from handler.errors import RequestError
 from handler.invocations import Invocations
@@ -26,6 +29,11 @@ PING_TIMEOUT_S = 1.5
 EXIT_DELAY_S = 0.5
 
 
+def is_live(path: str) -> bool:
+    """A real-time inference request (batch lines never pass through here)."""
+    return path == "/invocations" or path in kinds.INFERENCE_ROUTES
+
+
 class SageMakerMiddleware:
     """Owns the SageMaker routes and passes everything else to vLLM."""
 
@@ -33,14 +41,45 @@ class SageMakerMiddleware:
         self.app = app
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
-        self.invocations = Invocations(self.config, Pipeline(app))
+        pipeline = Pipeline(app)
+        self.invocations = Invocations(self.config, pipeline)
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
-        self.batch_api = batch_routes.BatchRoutes(self.config.batch_api)
+        self.live = LiveTraffic()
+        self.batch_api = batch_routes.BatchRoutes(
+            self.config.batch_api, pipeline, self.live, self.config.api_keys
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if scope["method"] == "POST" and is_live(scope["path"]):
+            with self.live.request():
+                await self.route(scope, receive, send)
+        else:
+            await self.route(scope, receive, send)
+
+    async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """vLLM's lifespan, with the batch scheduler started once the server is up and stopped
+        before vLLM shuts down."""
+
+        async def on_receive() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                await self.batch_api.shutdown()
+            return message
+
+        async def on_send(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                await self.batch_api.startup(scope)
+            await send(message)
+
+        await self.app(scope, on_receive, on_send)
+
+    async def route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if not self.keys.allows(method, path, header(scope, b"authorization")):
             await self.unauthorized(path, send)

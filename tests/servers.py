@@ -93,9 +93,11 @@ class Server:
 
 
 def start(name: str, model: Path | str, log_dir: Path, **env: str) -> Server:
-    """Start `serve` for `model` on a free port (not waiting for it to be ready)."""
+    """Start `serve` for `model` on a free port (not waiting for it to be ready), with a batch
+    store of its own beside its log unless `env` names one."""
     port = free_port()
     log_path = log_dir / f"{name}.log"
+    env = {"SAGEMAKER_BATCH_STORE": str(log_dir / f"{name}-batches"), **env}
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [SERVE, "serve"],

@@ -29,7 +29,6 @@ ENDPOINTS = (
 COMPLETION_WINDOW = "24h"
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 OUTPUT_EXPIRY_RANGE_S = (3600, 30 * 24 * 3600)
-FINAL = ("completed", "failed", "expired", "cancelled")
 
 
 @dataclass(frozen=True)

@@ -1,40 +1,107 @@
-"""The routes of the Files and Batches API, behind one switch and one store.
+"""The routes of the Files and Batches API, behind one switch and one store, and the scheduler
+that runs batches in this process.
 
 With SAGEMAKER_BATCH_API=false every route answers 404, which is how LiteLLM knows to run
-batches itself (it probes `GET /files` and treats only a 404 that way). The store is opened on
-the first call, so a store that cannot be used is a clear error on these routes and never stops
-the server from serving real-time requests.
+batches itself (it probes `GET /files` and treats only a 404 that way). The store is opened when
+the server starts (to resume the batches it holds) or on the first call; a store that cannot be
+used is a clear error on these routes and never stops the server from serving real-time
+requests.
 """
 
 from starlette.types import Receive, Scope, Send
 
-from handler.batches import files_api
+from handler.asgi_call import Headers
+from handler.batches import batches_api, files_api
+from handler.batches.runner import RunSettings, Runtime
+from handler.batches.scheduler import Scheduler, runner_id
 from handler.batches.store import Store, StoreError
+from handler.batches.window import LiveTraffic
 from handler.config import BatchApiSettings
 from handler.errors import RequestError
 from handler.logs import logger
 from handler.messages import respond_error
+from handler.pipeline import Pipeline
 
-PREFIXES = (files_api.PREFIX,)
+PREFIXES = (files_api.PREFIX, batches_api.PREFIX)
+LEASE_S = 15.0
+CHECK_EVERY_S = 0.5
 
 
 def owns(path: str) -> bool:
     return any(path == prefix or path.startswith(prefix + "/") for prefix in PREFIXES)
 
 
-class BatchRoutes:
-    def __init__(self, settings: BatchApiSettings) -> None:
-        self.settings = settings
-        self._files: files_api.FilesApi | None = None
+def base_scope(lifespan: Scope) -> Scope:
+    """The scope in-process calls of a batch are built from: the app and its state, as the
+    server's lifespan gives them, with no client behind it."""
+    return {
+        "type": "http",
+        "asgi": lifespan.get("asgi", {"version": "3.0"}),
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 0),
+        "client": ("127.0.0.1", 0),
+        "app": lifespan.get("app"),
+        "state": lifespan.get("state", {}),
+        "extensions": {},
+    }
 
-    def _api(self) -> files_api.FilesApi:
-        if self._files is None:
+
+class BatchRoutes:
+    def __init__(
+        self,
+        settings: BatchApiSettings,
+        pipeline: Pipeline,
+        live: LiveTraffic,
+        api_keys: tuple[str, ...],
+    ) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.live = live
+        self.headers: Headers = (
+            [(b"authorization", f"Bearer {api_keys[0]}".encode())] if api_keys else []
+        )
+        self.scope: Scope | None = None
+        self.scheduler: Scheduler | None = None
+        self._apis: tuple[files_api.FilesApi, batches_api.BatchesApi] | None = None
+
+    def _open(self) -> tuple[files_api.FilesApi, batches_api.BatchesApi]:
+        if self._apis is None:
             store = Store(self.settings.store)
             limits = files_api.FileLimits(
                 self.settings.max_file_bytes, self.settings.max_batch_input_bytes
             )
-            self._files = files_api.FilesApi(store, limits)
-        return self._files
+            scheduler = self._scheduler(store)
+            self._apis = (
+                files_api.FilesApi(store, limits),
+                batches_api.BatchesApi(store, self.pipeline, scheduler, self.settings.window_s),
+            )
+        return self._apis
+
+    def _scheduler(self, store: Store) -> Scheduler:
+        settings = self.settings
+        run = RunSettings(
+            settings.max_inflight, settings.priority, settings.yields, LEASE_S, CHECK_EVERY_S
+        )
+        scope = self.scope or base_scope({})
+        runtime = Runtime(store, self.pipeline, scope, self.headers, self.live, run, runner_id())
+        self.scheduler = Scheduler(runtime, settings.max_concurrent)
+        self.scheduler.start()
+        return self.scheduler
+
+    async def startup(self, lifespan: Scope) -> None:
+        """Open the store and start running the batches it holds."""
+        if not self.settings.enabled:
+            return
+        self.scope = base_scope(lifespan)
+        try:
+            self._open()
+        except (StoreError, OSError) as error:
+            logger.error("batch store: %s; the Files and Batches API will answer 507", error)
+
+    async def shutdown(self) -> None:
+        if self.scheduler is not None:
+            await self.scheduler.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.settings.enabled:
@@ -46,7 +113,9 @@ class BatchRoutes:
             await respond_error(send, error)
             return
         try:
-            await self._api()(scope, receive, send)
+            files, batches = self._open()
+            api = files if scope["path"].startswith(files_api.PREFIX) else batches
+            await api(scope, receive, send)
         except (StoreError, OSError) as error:
             logger.error("batch store: %s", error)
             await respond_error(

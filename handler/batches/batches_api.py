@@ -1,0 +1,136 @@
+"""OpenAI's Batches API: `/v1/batches`, with OpenAI's Batch object, statuses and errors.
+
+- `POST /v1/batches` checks its parameters at once (400s worded as OpenAI words them; an
+  unknown input file is 404) and answers the batch in `validating`; the scheduler runs it;
+- `GET /v1/batches` (`limit` 1-100, `after`) pages newest first with `has_more`;
+- `GET /v1/batches/{id}`;
+- `POST /v1/batches/{id}/cancel`: `cancelling` (the runner stops within a second and the batch
+  ends `cancelled` with its partial results); a finished batch is 409 with
+  `x-should-retry: false`, so the SDK does not retry it.
+"""
+
+import json
+import re
+import time
+import uuid
+from urllib.parse import parse_qsl
+
+from starlette.types import Receive, Scope, Send
+
+from handler import asgi_call
+from handler.batches import batch_object
+from handler.batches.files_api import not_found as file_not_found
+from handler.batches.scheduler import Scheduler
+from handler.batches.store import Batch, Store
+from handler.errors import RequestError
+from handler.messages import ClientGone, read_body, respond, respond_error
+from handler.pipeline import Pipeline
+
+PREFIX = "/v1/batches"
+MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+_BATCH_ID = re.compile(r"batch_[A-Za-z0-9]{1,64}")
+NO_RETRY = [(b"x-should-retry", b"false")]
+
+
+def not_found(batch_id: str) -> RequestError:
+    return RequestError(404, f"No such Batch object: {batch_id[:100]}", "batch_not_found", "id")
+
+
+def list_query(query: bytes) -> tuple[int, str | None]:
+    params = dict(parse_qsl(query.decode("latin-1")))
+    raw = params.get("limit", str(DEFAULT_LIMIT))
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise RequestError(400, f"limit must be from 1 to {MAX_LIMIT}", "invalid_value", "limit")
+    return int(raw), params.get("after")
+
+
+def cancelled(batch: Batch, now: int) -> Batch | None:
+    """The batch after a cancel request; None when it stays as it is."""
+    if batch["status"] in ("validating", "in_progress", "finalizing"):
+        batch.update(status="cancelling", cancelling_at=now)
+        return batch
+    return None
+
+
+class BatchesApi:
+    def __init__(self, store: Store, pipeline: Pipeline, scheduler: Scheduler, window_s: int):
+        self.store = store
+        self.pipeline = pipeline
+        self.scheduler = scheduler
+        self.window_s = window_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, path = scope["method"], scope["path"].rstrip("/")
+        rest = path.removeprefix(PREFIX).strip("/")
+        batch_id, _, action = rest.partition("/")
+        try:
+            if not rest and method == "POST":
+                await self.create(scope, receive, send)
+            elif not rest and method == "GET":
+                await self.list(scope, send)
+            elif batch_id and not action and method == "GET":
+                await respond(send, 200, json.dumps(self._batch(batch_id)).encode())
+            elif batch_id and action == "cancel" and method == "POST":
+                await self.cancel(batch_id, send)
+            else:
+                raise RequestError(
+                    405, f"{method} {path} is not a Batches API call", "method_not_allowed"
+                )
+        except RequestError as error:
+            await respond_error(send, error, NO_RETRY if error.status == 409 else [])
+        except ClientGone:
+            return
+
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(receive, MAX_BODY_BYTES)
+        auth: asgi_call.Headers = [(k, v) for k, v in scope["headers"] if k == b"authorization"]
+        served = await self.pipeline.served(scope, auth)
+        params = batch_object.create_params(body, served)
+        stored = self.store.file(params.input_file_id)
+        if stored is None:
+            raise file_not_found(params.input_file_id[:100])
+        if stored.purpose != "batch":
+            raise RequestError(
+                400,
+                f"The input file {stored.id} has purpose '{stored.purpose}'; a batch input "
+                "must be uploaded with purpose 'batch'.",
+                "invalid_value",
+                "input_file_id",
+            )
+        batch = batch_object.new_batch(
+            f"batch_{uuid.uuid4().hex}", params, int(time.time()), self.window_s
+        )
+        self.store.add_batch(batch)
+        self.scheduler.wake()
+        await respond(send, 200, json.dumps(batch).encode())
+
+    async def list(self, scope: Scope, send: Send) -> None:
+        limit, after = list_query(scope.get("query_string", b""))
+        items, has_more = self.store.batches(limit, after)
+        body = {
+            "object": "list",
+            "data": items,
+            "first_id": items[0]["id"] if items else None,
+            "last_id": items[-1]["id"] if items else None,
+            "has_more": has_more,
+        }
+        await respond(send, 200, json.dumps(body).encode())
+
+    def _batch(self, batch_id: str) -> Batch:
+        batch = self.store.batch(batch_id) if _BATCH_ID.fullmatch(batch_id) else None
+        if batch is None:
+            raise not_found(batch_id)
+        return batch
+
+    async def cancel(self, batch_id: str, send: Send) -> None:
+        self._batch(batch_id)
+        now = int(time.time())
+        batch = self.store.change_batch(batch_id, lambda b: cancelled(b, now))
+        if batch is None:
+            raise not_found(batch_id)
+        if batch["status"] in ("completed", "failed", "expired"):
+            raise RequestError(
+                409, f"Cannot cancel a batch with status '{batch['status']}'.", "batch_finished"
+            )
+        await respond(send, 200, json.dumps(batch).encode())
