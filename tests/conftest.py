@@ -24,6 +24,8 @@ BATCH_ENV = {
     "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
     "SAGEMAKER_MAX_RECORDS_IN_FLIGHT": "4",
     "SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS": "3",
+    # Server-side batches expire 4 s after they are created.
+    "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS": "4",
 }
 
 
