@@ -1,0 +1,104 @@
+"""A server-side batch survives its server: SIGTERM and kill -9 mid-run, then a restart on the
+same store, answer every custom_id exactly once and never send a finished line again."""
+
+import os
+import signal
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests import servers
+from tests.test_batches_api import chat_line, client, lines_of, submit, wait
+
+TOKENS = 64
+
+
+class Restartable:
+    """The chat model served on one batch store, started again after each stop."""
+
+    def __init__(self, model: Path, root: Path) -> None:
+        self.model, self.root, self.starts = model, root, 0
+        self.store = root / "store"
+        self.server = self.start()
+
+    def start(self) -> servers.Server:
+        self.starts += 1
+        server = servers.start(
+            f"durable-{self.starts}",
+            self.model,
+            self.root,
+            SAGEMAKER_BATCH_STORE=str(self.store),
+        )
+        server.wait_ready()
+        return server
+
+    def restart(self) -> servers.Server:
+        self.server = self.start()
+        return self.server
+
+    def status(self, batch_id: str) -> str:
+        with sqlite3.connect(self.store / "store.sqlite3") as db:
+            (status,) = db.execute(
+                "SELECT status FROM batches WHERE id = ?", (batch_id,)
+            ).fetchone()
+        return status
+
+    def answered(self, batch_id: str) -> int:
+        """Whole result lines already on disk for a running batch."""
+        directory = self.store / "batches" / batch_id
+        return sum(
+            (directory / name).read_bytes().count(b"\n")
+            for name in ("output.jsonl", "errors.jsonl")
+        )
+
+
+@pytest.fixture(scope="module")
+def durable(
+    models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Restartable]:
+    restartable = Restartable(models["chat"], tmp_path_factory.mktemp("durable"))
+    try:
+        yield restartable
+    finally:
+        restartable.server.stop()
+
+
+def long_batch(sdk: openai.OpenAI, count: int) -> str:
+    lines = [chat_line(f"d{i}", tokens=TOKENS, ignore_eos=True) for i in range(count)]
+    return submit(sdk, lines).id
+
+
+def assert_each_line_once(sdk: openai.OpenAI, batch_id: str, count: int) -> None:
+    done = wait(sdk, batch_id, timeout=300)
+    assert done.status == "completed"
+    output = lines_of(sdk, done.output_file_id)
+    assert Counter(line["custom_id"] for line in output) == Counter(f"d{i}" for i in range(count))
+    assert {line["response"]["body"]["usage"]["completion_tokens"] for line in output} == {TOKENS}
+    assert done.request_counts is not None
+    assert done.request_counts.model_dump() == {"total": count, "completed": count, "failed": 0}
+
+
+def test_sigterm_never_cancels_and_a_restart_finishes(durable: Restartable) -> None:
+    sdk = client(durable.server)
+    batch_id = long_batch(sdk, 200)
+    wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 10)
+    assert durable.server.stop() == 0
+    assert durable.status(batch_id) == "in_progress"
+    assert_each_line_once(client(durable.restart()), batch_id, 200)
+
+
+def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartable) -> None:
+    sdk = client(durable.server)
+    batch_id = long_batch(sdk, 300)
+    wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 20)
+    os.killpg(durable.server.process.pid, signal.SIGKILL)
+    durable.server.process.wait()
+    answered = durable.answered(batch_id)
+    assert 20 <= answered < 300
+    server = durable.restart()
+    assert_each_line_once(client(server), batch_id, 300)
+    assert server.metric("vllm:request_success_total") == 300 - answered
