@@ -41,7 +41,7 @@ def test_passthrough_upload_create_poll_and_content(chat_server: Server) -> None
     rewritten = replace_model_in_jsonl(
         ("requests.jsonl", jsonl(lines)), new_model_name=chat_server.model
     )
-    assert isinstance(rewritten, tuple) and rewritten[0] == "modified_file.jsonl"
+    assert getattr(rewritten, "name", None) == "modified_file.jsonl"
     uploaded = litellm.create_file(file=rewritten, purpose="batch", **api)
     assert uploaded.purpose == "batch"
     batch = litellm.create_batch(

@@ -103,8 +103,8 @@ class BatchRun:
         self.batch = changed
         return changed
 
-    async def validate(self) -> bool:
-        """Check the whole input file; True when the batch may run."""
+    async def input_file(self) -> StoredFile | None:
+        """The batch's input file; when it is gone (deleted, expired), the batch fails."""
         stored = self.store.file(self.batch["input_file_id"])
         if stored is None:
             error = {
@@ -114,6 +114,12 @@ class BatchRun:
                 "line": None,
             }
             await self.fail([error])
+        return stored
+
+    async def validate(self) -> bool:
+        """Check the whole input file; True when the batch may run."""
+        stored = await self.input_file()
+        if stored is None:
             return False
         served = await self.runtime.pipeline.served(self.runtime.scope, self.runtime.headers)
         models = await self.models()
@@ -154,6 +160,8 @@ class BatchRun:
         await asyncio.to_thread(self.store.finish_batch, self.id, self.runtime.owner, [], failed)
 
     async def execute(self) -> None:
+        if await self.input_file() is None:
+            return
         results = Results(self.store.batch_dir(self.id))
         await asyncio.to_thread(results.open)
         stop = Stop()
