@@ -19,7 +19,7 @@ import asyncio
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,7 @@ class BatchRun:
             return
         await self.execute()
 
-    async def _change(self, change: Any) -> Batch:
+    async def _change(self, change: Callable[[Batch], Batch | None]) -> Batch:
         changed = await asyncio.to_thread(
             self.store.change_batch, self.id, change, self.runtime.owner
         )
