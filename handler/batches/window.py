@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 # The window under live load is this fraction of the full window (at least one line).
-UNDER_LOAD_DIVISOR = 8
+UNDER_LOAD_DIVISOR = 16
 # The window grows back this long after the last real-time request finished.
 IDLE_AFTER_S = 0.5
 
