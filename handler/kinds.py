@@ -103,24 +103,29 @@ KINDS: tuple[Kind, ...] = (
 
 TGI = next(kind for kind in KINDS if kind.name == "TGI/LMI generation")
 
+# The routes a server-side batch (/v1/batches) may name: OpenAI's text endpoints and vLLM's
+# pooling routes, in the order errors list them.
+BATCH_ENDPOINTS: tuple[str, ...] = (
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/responses",
+    "/score",
+    "/v1/score",
+    "/rerank",
+    "/v1/rerank",
+    "/v2/rerank",
+    "/classify",
+    "/pooling",
+)
 # Routes that explicit routing (batch lines, custom attributes, SAGEMAKER_INVOCATIONS_ROUTE) may
 # name. Administrative routes (/sleep, /v1/load_lora_adapter, /collective_rpc, ...) are not here.
 INFERENCE_ROUTES: frozenset[str] = frozenset(
     {
-        "/v1/chat/completions",
+        *BATCH_ENDPOINTS,
         "/v1/chat/completions/batch",
-        "/v1/completions",
-        "/v1/embeddings",
-        "/v1/responses",
         "/v1/messages",
         "/v2/embed",
-        "/score",
-        "/v1/score",
-        "/rerank",
-        "/v1/rerank",
-        "/v2/rerank",
-        "/classify",
-        "/pooling",
         "/tokenize",
         "/detokenize",
     }

@@ -9,23 +9,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from handler import records
+from handler import kinds, records
 from handler.errors import RequestError
 
-# The routes a batch may name: OpenAI's text endpoints and vLLM's pooling routes.
-ENDPOINTS = (
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/embeddings",
-    "/v1/responses",
-    "/score",
-    "/v1/score",
-    "/rerank",
-    "/v1/rerank",
-    "/v2/rerank",
-    "/classify",
-    "/pooling",
-)
 COMPLETION_WINDOW = "24h"
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 OUTPUT_EXPIRY_RANGE_S = (3600, 30 * 24 * 3600)
@@ -145,7 +131,7 @@ def create_params(body: bytes, served: Collection[str]) -> CreateParams:
             raise _missing(name)
     if not isinstance(value["input_file_id"], str):
         raise _wrong_type("input_file_id", "a string", value["input_file_id"])
-    endpoints = [route for route in ENDPOINTS if route in served]
+    endpoints = [route for route in kinds.BATCH_ENDPOINTS if route in served]
     if value["endpoint"] not in endpoints:
         raise _invalid("endpoint", value["endpoint"], endpoints)
     if value["completion_window"] != COMPLETION_WINDOW:

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 from starlette.types import Receive, Scope, Send
 
 from handler import asgi_call
-from handler.batches import batch_object
+from handler.batches import batch_object, paging
 from handler.batches.files_api import not_found as file_not_found
 from handler.batches.scheduler import Scheduler
 from handler.batches.store import Batch, Store
@@ -39,10 +39,7 @@ def not_found(batch_id: str) -> RequestError:
 
 def list_query(query: bytes) -> tuple[int, str | None]:
     params = dict(parse_qsl(query.decode("latin-1")))
-    raw = params.get("limit", str(DEFAULT_LIMIT))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise RequestError(400, f"limit must be from 1 to {MAX_LIMIT}", "invalid_value", "limit")
-    return int(raw), params.get("after")
+    return paging.page_limit(params, DEFAULT_LIMIT, MAX_LIMIT), params.get("after")
 
 
 def cancelled(batch: Batch, now: int) -> Batch | None:
@@ -61,13 +58,12 @@ class BatchesApi:
         self.window_s = window_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method, path = scope["method"], scope["path"].rstrip("/")
-        rest = path.removeprefix(PREFIX).strip("/")
-        batch_id, _, action = rest.partition("/")
+        method = scope["method"]
+        path, batch_id, action = paging.path_parts(scope, PREFIX)
         try:
-            if not rest and method == "POST":
+            if not batch_id and method == "POST":
                 await self.create(scope, receive, send)
-            elif not rest and method == "GET":
+            elif not batch_id and method == "GET":
                 await self.list(scope, send)
             elif batch_id and not action and method == "GET":
                 await respond(send, 200, json.dumps(self._batch(batch_id)).encode())
@@ -107,15 +103,7 @@ class BatchesApi:
 
     async def list(self, scope: Scope, send: Send) -> None:
         limit, after = list_query(scope.get("query_string", b""))
-        items, has_more = self.store.batches(limit, after)
-        body = {
-            "object": "list",
-            "data": items,
-            "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None,
-            "has_more": has_more,
-        }
-        await respond(send, 200, json.dumps(body).encode())
+        await respond(send, 200, paging.page(*self.store.batches(limit, after)))
 
     def _batch(self, batch_id: str) -> Batch:
         batch = self.store.batch(batch_id) if _BATCH_ID.fullmatch(batch_id) else None

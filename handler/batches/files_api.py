@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
 
+from handler.batches import paging
 from handler.batches.store import Store, StoredFile
 from handler.batches.uploads import receive_upload
 from handler.errors import RequestError
@@ -113,15 +114,11 @@ def check_batch_file(filename: str, purpose: str | None) -> None:
 def list_query(query: bytes) -> tuple[str | None, int, bool, str | None]:
     """(purpose, limit, descending, after) from the list query, or a 400 naming the parameter."""
     params = dict(parse_qsl(query.decode("latin-1")))
-    raw_limit = params.get("limit", str(MAX_LIST_LIMIT))
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT:
-        raise RequestError(
-            400, f"limit must be from 1 to {MAX_LIST_LIMIT}", "invalid_value", "limit"
-        )
+    limit = paging.page_limit(params, MAX_LIST_LIMIT, MAX_LIST_LIMIT)
     order = params.get("order", "desc")
     if order not in ("asc", "desc"):
         raise RequestError(400, "order must be 'asc' or 'desc'", "invalid_value", "order")
-    return params.get("purpose") or None, int(raw_limit), order == "desc", params.get("after")
+    return params.get("purpose") or None, limit, order == "desc", params.get("after")
 
 
 class FilesApi:
@@ -130,13 +127,12 @@ class FilesApi:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method, path = scope["method"], scope["path"].rstrip("/")
-        rest = path.removeprefix(PREFIX).strip("/")
-        file_id, _, action = rest.partition("/")
+        method = scope["method"]
+        path, file_id, action = paging.path_parts(scope, PREFIX)
         try:
-            if not rest and method == "POST":
+            if not file_id and method == "POST":
                 await self.upload(scope, receive, send)
-            elif not rest and method == "GET":
+            elif not file_id and method == "GET":
                 await self.list(scope, send)
             elif file_id and not action and method in ("GET", "DELETE"):
                 await self.one(method, file_id, send)
@@ -190,16 +186,8 @@ class FilesApi:
 
     async def list(self, scope: Scope, send: Send) -> None:
         purpose, limit, descending, after = list_query(scope.get("query_string", b""))
-        page = self.store.files(purpose, limit, descending, after)
-        data = [file_object(item) for item in page.items]
-        body = {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": page.has_more,
-        }
-        await respond(send, 200, json.dumps(body).encode())
+        found = self.store.files(purpose, limit, descending, after)
+        await respond(send, 200, paging.page([file_object(i) for i in found.items], found.has_more))
 
     def _file(self, file_id: str) -> StoredFile:
         stored = self.store.file(file_id) if _FILE_ID.fullmatch(file_id) else None
