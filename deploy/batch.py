@@ -28,7 +28,7 @@ from deploy import invoke, local_engine, storage
 from deploy.ordered import in_order
 from handler.batch_lines import Checked, LineChecker, Outcome, outcome, repair
 from handler.formats import batch_error_line
-from handler.jsonlines import iter_records
+from handler.jsonlines import iter_records, split
 
 LINES_PER_REQUEST = 32
 DEFAULT_MAX_INFLIGHT = 512
@@ -162,7 +162,7 @@ async def answer_chunk(
     answers = iter(())
     if body:
         reply = await invoke.post(client, "/invocations", body, JSON_LINES, 3, timeout_s)
-        answers = iter(reply.splitlines())
+        answers = iter(split(reply))
     lines = [error_line(item) if item.fault else next(answers, b"") for item in chunk]
     if any(not line for line in lines) or next(answers, None) is not None:
         raise invoke.InvocationFailed("the container's answer did not have one line per record")

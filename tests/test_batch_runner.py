@@ -17,6 +17,7 @@ import boto3
 import pytest
 
 from tests import cli
+from tests.json_lines import parse_lines
 from tests.servers import Server
 
 
@@ -45,7 +46,7 @@ def jsonl(records: list[Any]) -> bytes:
 
 
 def read(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in data.splitlines()]
+    return parse_lines(data)
 
 
 def four_hundred_lines() -> list[Any]:

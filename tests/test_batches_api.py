@@ -11,6 +11,7 @@ import pytest
 from openai.types import Batch
 
 from tests.conftest import API_KEY, AUTH
+from tests.json_lines import parse_lines
 from tests.servers import Server
 
 FINAL = ("completed", "failed", "cancelled", "expired")
@@ -61,7 +62,7 @@ def wait(
 def lines_of(sdk: openai.OpenAI, file_id: str | None) -> list[dict[str, Any]]:
     if file_id is None:
         return []
-    return [json.loads(line) for line in sdk.files.content(file_id).content.splitlines()]
+    return parse_lines(sdk.files.content(file_id).content)
 
 
 def test_round_trip_with_lines_the_engine_refuses(chat_server: Server) -> None:

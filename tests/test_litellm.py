@@ -3,7 +3,6 @@ choose passthrough, then uploads (rewritten as its proxy rewrites files), create
 downloads through LiteLLM's own clients, which validate every answer (`OpenAIFileObject`,
 `LiteLLMBatch`)."""
 
-import json
 import os
 import time
 
@@ -16,6 +15,7 @@ import litellm
 from litellm.router_utils.batch_utils import replace_model_in_jsonl
 
 from tests.conftest import API_KEY
+from tests.json_lines import parse_lines
 from tests.servers import Server
 from tests.test_batches_api import FINAL, chat_line, jsonl
 
@@ -59,7 +59,7 @@ def test_passthrough_upload_create_poll_and_content(chat_server: Server) -> None
         batch = litellm.retrieve_batch(batch_id=batch.id, **api)
     assert batch.status == "completed" and batch.output_file_id
     content = litellm.file_content(file_id=batch.output_file_id, **api)
-    output = [json.loads(line) for line in content.content.splitlines()]
+    output = parse_lines(content.content)
     assert sorted(line["custom_id"] for line in output) == [f"l{i}" for i in range(6)]
     assert all(line["response"]["body"]["model"] == chat_server.model for line in output)
     listed = litellm.list_batches(limit=5, **api)

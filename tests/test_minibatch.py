@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import AUTH, BATCH_ENV
+from tests.json_lines import parse_lines
 from tests.servers import Server
 
 JSON_LINES = {"Content-Type": "application/jsonlines"}
@@ -33,7 +34,7 @@ def send(
         timeout=300,
     )
     assert response.text.endswith("\n")
-    return response, [json.loads(line) for line in response.text.splitlines()]
+    return response, parse_lines(response.text)
 
 
 def echo(i: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 
 from tests import cli
 from tests.conftest import AUTH
+from tests.json_lines import parse_lines, split_lines
 from tests.servers import Server
 from tests.test_invocations import JSON, stable
 
@@ -81,7 +82,7 @@ def test_every_record_of_a_mini_batch_uses_the_adapter(chat_server: Server) -> N
         timeout=120,
     )
     assert lines.status_code == 200
-    answers = [json.loads(line) for line in lines.text.splitlines()]
+    answers = parse_lines(lines.text)
     assert len(answers) == 3
     for body, answer in zip(bodies, answers, strict=True):
         route = "/v1/chat/completions" if "messages" in body else "/v1/completions"
@@ -300,7 +301,7 @@ def test_async_endpoint_answers_20_mb_whole(platform_server: Server) -> None:
     assert answer.status_code == 200
     assert answer.headers["content-length"] == str(len(content))
     assert "transfer-encoding" not in answer.headers
-    lines = content.decode().splitlines()
+    lines = split_lines(content)
     assert len(lines) == len(records)
     assert all(json.loads(line)["object"] == "text_completion" for line in lines)
 

@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 
 from tests import cli
+from tests.json_lines import parse_lines
 from tests.servers import Server
 
 JSONL = "application/jsonlines"
@@ -25,7 +26,7 @@ def write_jsonl(path: Path, records: list[Any]) -> None:
 
 
 def read_jsonl(path: Path) -> list[Any]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return parse_lines(path.read_text())
 
 
 def test_directory_multirecord_join_and_output_filter(embed_server: Server, tmp_path: Path) -> None:
@@ -156,9 +157,9 @@ def test_s3_prefixes_through_moto(chat_server: Server, aws: dict[str, str], tmp_
         o["Key"] for o in s3.list_objects_v2(Bucket="jobs", Prefix="results/")["Contents"]
     )
     assert keys == ["results/more/part-2.jsonl.out", "results/part-1.jsonl.out"]
-    out = s3.get_object(Bucket="jobs", Key="results/part-1.jsonl.out")["Body"].read().splitlines()
+    out = parse_lines(s3.get_object(Bucket="jobs", Key="results/part-1.jsonl.out")["Body"].read())
     assert len(out) == 4
-    assert all("choices" in json.loads(line) for line in out)
+    assert all("choices" in line for line in out)
 
 
 def test_a_job_sagemaker_would_refuse_does_not_start(chat_server: Server, tmp_path: Path) -> None:
