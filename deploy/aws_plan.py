@@ -141,11 +141,13 @@ def transform_call(
     max_payload_mb: int,
     max_concurrent: int,
     join_input: bool,
+    model: str | None = None,
 ) -> Call:
-    """CreateTransformJob over JSON Lines: Line split, MultiRecord, AssembleWith Line."""
+    """CreateTransformJob over JSON Lines: Line split, MultiRecord, AssembleWith Line; the model
+    is the job's namesake unless `model` names another."""
     params: dict[str, Any] = {
         "TransformJobName": name,
-        "ModelName": name,
+        "ModelName": model or name,
         "MaxConcurrentTransforms": max_concurrent,
         "MaxPayloadInMB": max_payload_mb,
         "BatchStrategy": "MultiRecord",

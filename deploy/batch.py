@@ -1,11 +1,13 @@
 """`vllm-sagemaker batch`: an OpenAI batch file through the container's record pipeline.
 
 Lines are read as a stream, checked for what only the file can know (`handler.batch_lines`), and
-sent in JSON Lines mini-batches to `/invocations`, where each line goes through the same pipeline
-as any SageMaker record. At most `--max-inflight` lines are in flight; answers are appended to
-the output as each mini-batch finishes, in input order, so memory stays flat and a crash loses at
-most the lines in flight. `--resume` reads back what the output already holds (repairing a
-half-written last line) and answers only the rest.
+sent in JSON Lines mini-batches (at most 32 lines and 6 MB) to `/invocations`, where each line
+goes through the same pipeline as any SageMaker record. The container is reached at a URL, or
+as a SageMaker endpoint through the runtime API (`deploy.targets`); a mini-batch the model
+refuses as a whole becomes error lines for its lines. At most `--max-inflight` lines are in
+flight; answers are appended to the output as each mini-batch finishes, in input order, so
+memory stays flat and a crash loses at most the lines in flight. `--resume` reads back what the
+output already holds (repairing a half-written last line) and answers only the rest.
 """
 
 import argparse
@@ -16,26 +18,27 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
 import httpx
 from tqdm import tqdm
 
-from deploy import invoke, local_engine, storage
+from deploy import invoke, local_engine, storage, targets
 from deploy.ordered import in_order
-from handler.batch_lines import Checked, LineChecker, Outcome, outcome, repair
+from deploy.targets import MAX_REQUEST_BYTES, Target
+from handler.batch_lines import Checked, Fault, Outcome, checked_lines, outcome, repair
+from handler.errors import RequestError
 from handler.formats import batch_error_line
 from handler.jsonlines import iter_records, split
 
 LINES_PER_REQUEST = 32
 DEFAULT_MAX_INFLIGHT = 512
+DEFAULT_RETRIES = 5
 LOG_EVERY_S = 10.0
-READY_WAIT_S = 60.0
 DEFAULT_TMP_DIR = str(Path(tempfile.gettempdir()) / "vllm-sagemaker-batch")
-JSON_LINES = {"Content-Type": "application/jsonlines"}
 
 
 @dataclass
@@ -99,9 +102,13 @@ class BatchJob:
     output: str
     error_file: str | None = None
     endpoint: str | None = None
+    sagemaker_endpoint: str | None = None
+    region: str | None = None
+    inference_component: str | None = None
     model: str | None = None
     serve_args: tuple[str, ...] = ()
     max_inflight: int = DEFAULT_MAX_INFLIGHT
+    max_retries: int = DEFAULT_RETRIES
     resume: bool = False
     output_tmp_dir: str = DEFAULT_TMP_DIR
     timeout_s: float = 600.0
@@ -126,25 +133,33 @@ class Answered:
         return checked.number in self.line_numbers
 
 
-def chunks(checked: Iterable[Checked], size: int) -> Iterator[list[Checked]]:
+def too_large(item: Checked, max_bytes: int) -> Checked:
+    """`item`, refused when it alone is more than a request may carry."""
+    if item.fault is not None or len(item.raw) + 1 <= max_bytes:
+        return item
+    message = f"The line is {len(item.raw)} bytes; a request may carry at most {max_bytes}."
+    return replace(item, fault=Fault("payload_too_large", message, None))
+
+
+def chunks(checked: Iterable[Checked], size: int, max_bytes: int) -> Iterator[list[Checked]]:
+    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together."""
     chunk: list[Checked] = []
+    used = 0
     for item in checked:
-        chunk.append(item)
-        if len(chunk) == size:
+        item = too_large(item, max_bytes)
+        cost = 0 if item.fault else len(item.raw) + 1
+        if chunk and (len(chunk) == size or used + cost > max_bytes):
             yield chunk
-            chunk = []
+            chunk, used = [], 0
+        chunk.append(item)
+        used += cost
     if chunk:
         yield chunk
 
 
 def to_answer(source: IO[bytes], answered: Answered) -> Iterator[Checked]:
     """The input's lines not answered yet, checked (blank lines are not requests)."""
-    checker = LineChecker()
-    for number, raw in enumerate(iter_records(source), start=1):
-        if raw.strip():
-            checked = checker.check(number, raw)
-            if not answered.has(checked):
-                yield checked
+    return (item for item in checked_lines(iter_records(source)) if not answered.has(item))
 
 
 def error_line(checked: Checked) -> bytes:
@@ -153,16 +168,24 @@ def error_line(checked: Checked) -> bytes:
     return batch_error_line(checked.custom_id, checked.fault.error(checked.number))
 
 
-async def answer_chunk(
-    client: httpx.AsyncClient, chunk: list[Checked], timeout_s: float
-) -> list[bytes]:
+def refused_line(checked: Checked, refusal: invoke.Refused) -> bytes:
+    """The answer of a line whose whole mini-batch the model refused."""
+    message = f"The model refused the request holding this line: {refusal}"
+    return batch_error_line(
+        checked.custom_id, RequestError(refusal.status, message, "invocation_refused")
+    )
+
+
+async def answer_chunk(target: Target, chunk: list[Checked]) -> list[bytes]:
     """The output lines of a chunk, in order: known answers as they are, the rest from one
     multi-record request to the container."""
     body = b"".join(item.raw + b"\n" for item in chunk if item.fault is None)
-    answers = iter(())
-    if body:
-        reply = await invoke.post(client, "/invocations", body, JSON_LINES, 3, timeout_s)
-        answers = iter(split(reply))
+    if not body:
+        return [error_line(item) for item in chunk]
+    try:
+        answers = iter(split(await target.invoke(body)))
+    except invoke.Refused as refusal:
+        return [error_line(item) if item.fault else refused_line(item, refusal) for item in chunk]
     lines = [error_line(item) if item.fault else next(answers, b"") for item in chunk]
     if any(not line for line in lines) or next(answers, None) is not None:
         raise invoke.InvocationFailed("the container's answer did not have one line per record")
@@ -200,14 +223,35 @@ class Progress:
         return time.monotonic() - self.started
 
 
-@contextlib.contextmanager
-def engine(job: BatchJob) -> Iterator[str]:
-    if job.endpoint:
-        yield job.endpoint.rstrip("/")
-    else:
-        assert job.model is not None
-        with local_engine.serving(job.model, job.serve_args) as url:
-            yield url
+@contextlib.asynccontextmanager
+async def target_for(job: BatchJob) -> AsyncIterator[Target]:
+    """Where the job's mini-batches go, ready to take them."""
+    calls = max(1, job.max_inflight // LINES_PER_REQUEST)
+    if job.sagemaker_endpoint:
+        endpoint = targets.Endpoint(
+            job.sagemaker_endpoint,
+            job.region,
+            job.inference_component,
+            job.max_retries,
+            job.timeout_s,
+            calls,
+        )
+        try:
+            await endpoint.ready()
+            yield endpoint
+        finally:
+            endpoint.close()
+        return
+    with contextlib.ExitStack() as stack:
+        if job.endpoint:
+            url = job.endpoint.rstrip("/")
+        else:
+            assert job.model is not None
+            url = stack.enter_context(local_engine.serving(job.model, job.serve_args))
+        async with httpx.AsyncClient(base_url=url) as client:
+            container = targets.Container(client, job.max_retries, job.timeout_s)
+            await container.ready()
+            yield container
 
 
 def open_sink(
@@ -236,13 +280,11 @@ async def run(job: BatchJob) -> Summary:
         )
         sinks = Sinks(output, errors)
         source = stack.enter_context(storage.reading(job.input))
-        url = stack.enter_context(engine(job))
-        progress = Progress(count_lines(source), summary.lines)
-        async with httpx.AsyncClient(base_url=url) as client:
-            await invoke.wait_ready(client, READY_WAIT_S)
+        async with target_for(job) as target:
+            progress = Progress(count_lines(source), summary.lines)
 
             async def start(chunk: list[Checked]) -> list[bytes]:
-                return await answer_chunk(client, chunk, job.timeout_s)
+                return await answer_chunk(target, chunk)
 
             def finish(chunk: list[Checked], lines: list[bytes]) -> None:
                 for line in lines:
@@ -254,7 +296,7 @@ async def run(job: BatchJob) -> Summary:
 
             try:
                 await in_order(
-                    chunks(to_answer(source, answered), LINES_PER_REQUEST),
+                    chunks(to_answer(source, answered), LINES_PER_REQUEST, MAX_REQUEST_BYTES),
                     start,
                     finish,
                     max(1, job.max_inflight // LINES_PER_REQUEST),
@@ -292,6 +334,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--endpoint", metavar="URL", help="a running container, e.g. http://localhost:8080"
     )
     engine_choice.add_argument(
+        "--sagemaker-endpoint",
+        metavar="NAME",
+        help="a SageMaker real-time endpoint, called with InvokeEndpoint (boto3's credentials)",
+    )
+    engine_choice.add_argument(
         "--model", help="start `serve` with this model for the run; unknown options go to vLLM"
     )
     parser.add_argument(
@@ -300,6 +347,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_INFLIGHT,
         metavar="N",
         help=f"lines in flight at once (default {DEFAULT_MAX_INFLIGHT})",
+    )
+    parser.add_argument("--region", help="the endpoint's AWS region (default: boto3's)")
+    parser.add_argument(
+        "--inference-component",
+        metavar="NAME",
+        help="with --sagemaker-endpoint: the inference component (model or adapter) to call",
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=int,
+        default=DEFAULT_RETRIES,
+        metavar="N",
+        help="tries after a throttled, timed-out or 5xx call before the run stops "
+        f"(default {DEFAULT_RETRIES})",
     )
     parser.add_argument(
         "--resume",
@@ -322,9 +383,13 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
         output=args.output_file,
         error_file=args.error_file,
         endpoint=args.endpoint,
+        sagemaker_endpoint=args.sagemaker_endpoint,
+        region=args.region,
+        inference_component=args.inference_component,
         model=args.model,
         serve_args=tuple(extra),
         max_inflight=args.max_inflight,
+        max_retries=args.max_retries,
         resume=args.resume,
         output_tmp_dir=args.output_tmp_dir,
     )

@@ -5,6 +5,7 @@ Each command builds its plan with `deploy.aws_plan` and carries it out with `dep
 """
 
 import argparse
+import asyncio
 import base64
 import json
 import os
@@ -19,8 +20,9 @@ from typing import Any
 import boto3
 import botocore.exceptions
 
-from deploy import aws_plan, aws_run, split, storage
+from deploy import aws_plan, aws_run, fleet, fleet_jobs, split, storage
 from deploy.aws_plan import Call, ModelSource
+from deploy.fleet_jobs import LocalJobs, SageMakerJobs, TransformSettings
 from deploy.instances import TRANSFORM_FAMILIES, gpu_count
 from handler.jsonlines import iter_records
 
@@ -159,6 +161,78 @@ def transform(args: argparse.Namespace) -> int:
         for file in storage.list_inputs(input_prefix):
             print(storage.joined(args.output, file.relative + ".out"))
     return 0
+
+
+def _model_exists(name: str) -> bool:
+    try:
+        boto3.client("sagemaker").describe_model(ModelName=name)
+    except botocore.exceptions.ClientError:
+        return False
+    return True
+
+
+def fleet_batch(args: argparse.Namespace) -> int:
+    """`deploy batch`: an OpenAI batch file on transform instances (or --local containers)."""
+    if args.cancel:
+        return fleet.cancel(args.work_prefix)
+    if not args.input_file or not args.output_file:
+        raise SystemExit("deploy: batch needs --input-file and --output-file")
+    settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
+    batch = fleet.FleetBatch(
+        args.name,
+        args.input_file,
+        args.output_file,
+        args.error_file,
+        args.work_prefix,
+        len(args.local) if args.local else args.instance_count,
+        args.shard_lines,
+        args.instance_price,
+    )
+    jobs: fleet_jobs.Jobs
+    if args.local:
+        jobs = LocalJobs(args.local, settings)
+    else:
+        if not (args.image and args.instance_type and _has_model(args)):
+            raise SystemExit(
+                "deploy: batch on SageMaker needs --image, --instance-type and a model "
+                "(--model-id, --model-data or --model-prefix); or give --local URL..."
+            )
+        model = aws_plan.create_model(
+            args.name,
+            args.image,
+            _source(args),
+            aws_plan.model_env(_env(args.env), args.instance_type),
+            _role(args),
+        )
+        sagemaker = SageMakerJobs(
+            args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
+        )
+        if args.dry_run:
+            layout = fleet.Layout(args.work_prefix)
+            plan = fleet.prepare(
+                args.input_file, layout, batch.instances, batch.shard_lines, dry_run=True
+            )
+            aws_run.execute([model, *fleet.planned_calls(plan, layout, sagemaker, args.name)], True)
+            return 0
+        if not _model_exists(args.name):
+            aws_run.execute([model], False)
+        jobs = sagemaker
+    try:
+        return asyncio.run(fleet.run(batch, jobs))
+    except fleet.Unusable as error:
+        print(f"deploy: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "deploy: stopped; no new wave starts. Transform jobs already started keep running; "
+            "run the same command again to collect them and finish the rest",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _has_model(args: argparse.Namespace) -> bool:
+    return bool(args.model_id or args.model_data or args.model_prefix)
 
 
 def _created_for(name: str) -> tuple[list[str], list[str]]:
@@ -300,8 +374,10 @@ def image(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_options(parser: argparse.ArgumentParser, prefix_allowed: bool) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+def _model_options(
+    parser: argparse.ArgumentParser, prefix_allowed: bool, required: bool = True
+) -> None:
+    source = parser.add_mutually_exclusive_group(required=required)
     source.add_argument("--model-id", help="a Hugging Face model id (HF_MODEL_ID)")
     source.add_argument("--model-data", metavar="S3_TAR_GZ", help="s3://.../model.tar.gz")
     source.add_argument(
@@ -357,6 +433,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--role", help=f"execution role ARN (default ${ROLE_VARIABLE})")
     job.add_argument("--no-wait", action="store_true")
     job.set_defaults(handler=transform)
+
+    fleet_job = commands.add_parser(
+        "batch",
+        parents=[common],
+        help="run an OpenAI batch file on a fleet of Batch Transform instances",
+    )
+    fleet_job.add_argument("--name", required=True, help="names the model and the jobs")
+    fleet_job.add_argument("--image")
+    _model_options(fleet_job, False, required=False)
+    fleet_job.add_argument("--instance-type")
+    fleet_job.add_argument(
+        "--instance-count", type=int, default=1, help="transform jobs (one instance each) at once"
+    )
+    fleet_job.add_argument("--max-payload-mb", type=int, default=1)
+    fleet_job.add_argument("--max-concurrent-transforms", type=int, default=2)
+    fleet_job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    fleet_job.add_argument("--role", help=f"execution role ARN (default ${ROLE_VARIABLE})")
+    fleet.add_arguments(fleet_job)
+    fleet_job.set_defaults(handler=fleet_batch)
 
     call = commands.add_parser("invoke", parents=[common], help="call an endpoint")
     call.add_argument("--name", required=True)

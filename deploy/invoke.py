@@ -1,15 +1,50 @@
 """POST to a container with SageMaker-like retries: timeouts, connection errors, 408, 429 and
-5xx are retried with backoff; another status is a failure at once."""
+5xx are retried with backoff; another status is the model's refusal (`Refused`) at once."""
 
 import asyncio
+import random
+from collections.abc import Awaitable, Callable
 
 import httpx
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+MAX_BACKOFF_S = 8.0
 
 
 class InvocationFailed(Exception):
-    """No 200 after the retries; the message says what the last attempt got."""
+    """No answer after the retries, or a call that cannot succeed; the message says why."""
+
+
+class Refused(InvocationFailed):
+    """The model refused the request with a status that another try would not change."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message[:500]}")
+        self.status = status
+        self.message = message
+
+
+class Retryable(Exception):
+    """One attempt failed in a way worth another try; the message says how."""
+
+
+def backoff_s(attempt: int) -> float:
+    """The wait before retry `attempt` (1-based): doubling up to MAX_BACKOFF_S, jittered so
+    throttled callers do not come back together."""
+    return min(2 ** (attempt - 1), MAX_BACKOFF_S) * random.uniform(0.5, 1.0)
+
+
+async def with_retries(attempt: Callable[[], Awaitable[bytes]], retries: int) -> bytes:
+    """`attempt()`'s answer, trying again after each `Retryable` up to `retries` times."""
+    failure = ""
+    for number in range(retries + 1):
+        if number:
+            await asyncio.sleep(backoff_s(number))
+        try:
+            return await attempt()
+        except Retryable as error:
+            failure = str(error)
+    raise InvocationFailed(f"{failure} (after {retries} retries)")
 
 
 async def post(
@@ -21,24 +56,21 @@ async def post(
     timeout_s: float,
 ) -> bytes:
     """The 200 answer's body."""
-    failure = ""
-    for attempt in range(retries + 1):
-        if attempt:
-            await asyncio.sleep(min(2 ** (attempt - 1), 8))
+
+    async def attempt() -> bytes:
         try:
             response = await client.post(path, content=body, headers=headers, timeout=timeout_s)
         except httpx.TimeoutException:
-            failure = f"no answer within {timeout_s:g} s"
-            continue
+            raise Retryable(f"no answer within {timeout_s:g} s") from None
         except httpx.TransportError as error:
-            failure = f"{type(error).__name__}: {error}"
-            continue
+            raise Retryable(f"{type(error).__name__}: {error}") from None
         if response.status_code == 200:
             return response.content
-        failure = f"HTTP {response.status_code}: {response.text[:500]}"
-        if response.status_code not in RETRY_STATUSES:
-            raise InvocationFailed(failure)
-    raise InvocationFailed(f"{failure} (after {retries} retries)")
+        if response.status_code in RETRY_STATUSES:
+            raise Retryable(f"HTTP {response.status_code}: {response.text[:500]}")
+        raise Refused(response.status_code, response.text)
+
+    return await with_retries(attempt, retries)
 
 
 class NotReady(Exception):

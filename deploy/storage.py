@@ -110,6 +110,17 @@ def exists(uri: str) -> bool:
     return True
 
 
+def remove(uri: str) -> None:
+    """Delete the file at `uri`; FileNotFoundError when there is none."""
+    if not is_s3(uri):
+        Path(uri).unlink()
+        return
+    if not exists(uri):
+        raise FileNotFoundError(uri)
+    bucket, key = s3_parts(uri)
+    s3_client().delete_object(Bucket=bucket, Key=key)
+
+
 @contextlib.contextmanager
 def opened(file: InputFile) -> Iterator[IO[bytes]]:
     """The input opened for binary reading (an S3 object is downloaded to a temporary file)."""

@@ -202,19 +202,24 @@ async def transform_file(
         raise FileFailed(str(error)) from None
 
 
-async def run(job: TransformJob) -> int:
-    """Run the job; 0 when every file was transformed, 1 otherwise."""
+async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str]:
+    """Run the job; why each input file that failed did (none when all were transformed).
+    `quiet` hides the progress bar (when the caller shows its own)."""
     check(job)
     files = storage.list_inputs(job.input)
+    failed: dict[str, str] = {}
     async with httpx.AsyncClient(base_url=job.endpoint.rstrip("/")) as client:
         runner = Runner(job, client)
         await invoke.wait_ready(client, PING_WAIT_S)
         chosen = settings(job, await runner.execution_parameters())
         slots = asyncio.Semaphore(chosen.concurrency)
         opened_files = asyncio.Semaphore(chosen.concurrency)
-        failed: dict[str, str] = {}
         with tqdm(
-            total=sum(f.size for f in files), unit="B", unit_scale=True, desc="transform"
+            total=sum(f.size for f in files),
+            unit="B",
+            unit_scale=True,
+            desc="transform",
+            disable=quiet,
         ) as progress:
 
             async def one(file: storage.InputFile) -> None:
@@ -226,6 +231,13 @@ async def run(job: TransformJob) -> int:
                         progress.set_postfix(failed=len(failed))
 
             await asyncio.gather(*(one(file) for file in files))
+    return failed
+
+
+async def run(job: TransformJob) -> int:
+    """Run the job and report it; 0 when every file was transformed, 1 otherwise."""
+    files = storage.list_inputs(job.input)
+    failed = await transform_all(job)
     for uri, reason in sorted(failed.items()):
         print(f"transform: FAILED {uri}: {reason}", file=sys.stderr)
     done = len(files) - len(failed)

@@ -8,8 +8,10 @@ of a server-side batch (`/v1/batches`), where every bad line is listed before an
 - `request_fault` checks the request itself: method, url (against the batch's endpoint when there
   is one, else against the routes this model serves), body, `stream`, and `model` when the caller
   knows which models are served;
-- `validate` applies both to a whole file and lists every bad line, plus an empty file and more
-  than MAX_LINES lines.
+- `checked_lines` applies them to the lines of a file, in order (`vllm-sagemaker batch` and
+  `deploy batch` read files through it);
+- `validate` lists every bad line of a whole file, plus an empty file and more than MAX_LINES
+  lines.
 `outcome` reads a finished output line back and `repair` a whole results file (for resuming,
 counts and usage).
 """
@@ -17,8 +19,8 @@ counts and usage).
 import json
 import os
 import re
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from handler import kinds
@@ -161,6 +163,26 @@ def _custom_id(raw: bytes) -> str | None:
     return custom_id if isinstance(custom_id, str) and custom_id else None
 
 
+def checked_lines(
+    lines: Iterable[bytes],
+    served: Collection[str] | None = None,
+    endpoint: str | None = None,
+    models: Collection[str] | None = None,
+) -> Iterator[Checked]:
+    """The request lines of a file (blank lines are not requests), checked in order with their
+    1-based line numbers; with `served`, each request is also checked by `request_fault`."""
+    checker = LineChecker()
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        checked = checker.check(number, raw)
+        if checked.fault is None and served is not None and checked.record is not None:
+            fault = request_fault(checked.record, served, endpoint, models)
+            if fault is not None:
+                checked = replace(checked, fault=fault)
+        yield checked
+
+
 @dataclass
 class Validation:
     """What the lines of a batch input file add up to before anything runs."""
@@ -175,18 +197,18 @@ def validate(
 ) -> Validation:
     """Check every line of a batch input (blank lines are not requests) and list every bad one
     with its 1-based line number, as OpenAI lists them in `errors.data`."""
-    checker, found = LineChecker(), Validation()
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    found = Validation()
+    for checked in checked_lines(lines, served, endpoint, models):
         found.total += 1
-        checked = checker.check(number, raw)
         fault = checked.fault
-        if fault is None and checked.record is not None:
-            fault = request_fault(checked.record, served, endpoint, models)
         if fault is not None:
             found.errors.append(
-                {"code": fault.code, "message": fault.message, "param": fault.param, "line": number}
+                {
+                    "code": fault.code,
+                    "message": fault.message,
+                    "param": fault.param,
+                    "line": checked.number,
+                }
             )
         elif found.model is None and checked.record is not None:
             model = checked.record["body"].get("model")

@@ -32,7 +32,7 @@ from handler.messages import (
 )
 from handler.minibatch import CLIENT_GONE, Stop
 from handler.pipeline import Pipeline
-from handler.routing import Answer, BatchLineError, Target, custom_attributes
+from handler.routing import Answer, BatchLineError, Target, custom_attributes, is_batch_work
 
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
 INFERENCE_ID = b"x-amzn-sagemaker-inference-id"
@@ -56,13 +56,14 @@ class Invocations:
         echo = [(b"x-request-id", request_id.encode())]
         if attributes is not None:
             echo.append((CUSTOM_ATTRIBUTES, attributes))
-        route = custom_attributes(attributes.decode("latin-1")).get("route") if attributes else None
+        marks = custom_attributes(attributes.decode("latin-1") if attributes else None)
         context = RecordContext(
             scope=scope,
             headers=scope["headers"],
             request_id=request_id,
-            route_hint=route or self.config.fixed_route,
+            route_hint=marks.get("route") or self.config.fixed_route,
             adapter=text_header(scope, adapters.IDENTIFIER),
+            priority=self.config.batch_api.priority if is_batch_work(marks) else None,
         )
         try:
             status = await self._invoke(context, receive, send, echo)

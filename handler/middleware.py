@@ -20,18 +20,26 @@ from handler.batches import routes as batch_routes
 from handler.batches.window import LiveTraffic
 from handler.config import Config
 from handler.errors import RequestError
-from handler.invocations import Invocations
+from handler.invocations import CUSTOM_ATTRIBUTES, Invocations
 from handler.logs import logger
 from handler.messages import header, respond, respond_error, too_large
 from handler.pipeline import Pipeline
+from handler.routing import custom_attributes, is_batch_work
 
 PING_TIMEOUT_S = 1.5
 EXIT_DELAY_S = 0.5
 
 
-def is_live(path: str) -> bool:
-    """A real-time inference request (batch lines never pass through here)."""
-    return path == "/invocations" or path in kinds.INFERENCE_ROUTES
+def is_live(scope: Scope) -> bool:
+    """A real-time inference request: not a server-side batch line (those never pass through
+    here) and not marked as batch work by its custom attributes."""
+    if scope["method"] != "POST" or not (
+        scope["path"] == "/invocations" or scope["path"] in kinds.INFERENCE_ROUTES
+    ):
+        return False
+    attributes = header(scope, CUSTOM_ATTRIBUTES)
+    marks = custom_attributes(attributes.decode("latin-1") if attributes else None)
+    return not is_batch_work(marks)
 
 
 class SageMakerMiddleware:
@@ -56,7 +64,7 @@ class SageMakerMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "POST" and is_live(scope["path"]):
+        if is_live(scope):
             with self.live.request():
                 await self.route(scope, receive, send)
         else:

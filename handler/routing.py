@@ -9,7 +9,7 @@ Only inference routes can be named explicitly; administrative routes are refused
 """
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -55,6 +55,13 @@ def custom_attributes(header: str | None) -> dict[str, str]:
         if key:
             pairs[key.strip()] = value.strip()
     return pairs
+
+
+def is_batch_work(attributes: Mapping[str, str]) -> bool:
+    """Whether custom attributes mark a request as batch work (`priority=batch`, as
+    `vllm-sagemaker batch` sends): its records run at batch priority, and it is not live traffic
+    that server-side batches yield to."""
+    return attributes.get("priority") == "batch"
 
 
 def checked_route(route: str, served: Collection[str], param: str) -> str:

@@ -1,0 +1,334 @@
+"""`vllm-sagemaker deploy batch`: an OpenAI batch file on a fleet of Batch Transform instances.
+
+1. Prepare: the file is checked line by line with the project's batch-line rules; refused lines
+   will be error lines, and a file with no valid request stops here, before anything is spent.
+   The valid lines are written as shards under the work prefix (`shards/shard-NNNNN/input.jsonl`)
+   beside `plan.json`. A plan already there is reused when the input is the same file.
+2. Run: shards without output run as transform jobs (one instance each) in waves of
+   `--instance-count` jobs. Before each wave the cancel marker is read (`--cancel` writes it);
+   after a cancel or Ctrl-C no new wave starts and every finished shard's output is kept.
+3. Merge: the input is read again in order; each line's answer comes from its shard's `.out`, or
+   is an error line (refused at step 1, shard failed, shard not run). Output and error files are
+   written whole at every run, so a rerun that finishes the missing shards completes them.
+
+SageMaker jobs or local containers do the work (`deploy.fleet_jobs`); everything else is shared.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from deploy import storage
+from deploy.aws_plan import Call
+from deploy.batch import Sinks, Summary
+from deploy.fleet_jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
+from deploy.shards import DEFAULT_SHARD_LINES, Job, Plan, Shard, job_name, shard_sizes
+from handler import kinds
+from handler.batch_lines import Checked, checked_lines, outcome
+from handler.errors import RequestError
+from handler.formats import batch_error_line
+from handler.jsonlines import iter_records
+
+PLAN = "plan.json"
+CANCEL = "cancel"
+INPUT_NAME = "input.jsonl"
+
+
+class Unusable(Exception):
+    """The file cannot run at all; nothing was started."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a batch's files live under its work prefix."""
+
+    work: str
+
+    def at(self, relative: str) -> str:
+        return storage.joined(self.work, relative)
+
+    def shard_input(self, shard: Shard) -> str:
+        return self.at(f"shards/{shard.name}/")
+
+    def shard_output(self, shard: Shard) -> str:
+        return self.at(f"output/{shard.name}/")
+
+    def shard_out_file(self, shard: Shard) -> str:
+        return self.at(f"output/{shard.name}/{INPUT_NAME}.out")
+
+
+def checked(source_uri: str) -> Iterator[Checked]:
+    """The request lines of the input, checked as every batch line is checked."""
+    with storage.reading(source_uri) as source:
+        yield from checked_lines(iter_records(source), kinds.INFERENCE_ROUTES)
+
+
+def fingerprint(uri: str) -> str:
+    digest = hashlib.sha256()
+    with storage.reading(uri) as source:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def prepare(uri: str, layout: Layout, instances: int, shard_lines: int, dry_run: bool) -> Plan:
+    """The plan for `uri`: the one under the work prefix when it was made from the same file,
+    else a new one with its shards written (nothing is written for a dry run)."""
+    _say(f"checking {uri}")
+    found = fingerprint(uri)
+    plan_uri = layout.at(PLAN)
+    if storage.exists(plan_uri):
+        with storage.reading(plan_uri) as existing:
+            plan = Plan.from_json(existing.read())
+        if plan.fingerprint != found:
+            raise Unusable(
+                f"{layout.work} holds the plan of another file ({plan.input}); give this file "
+                "its own --work-prefix"
+            )
+        _say(f"reusing the plan in {plan_uri}: {len(plan.shards)} shards")
+        return plan
+    lines = requests = 0
+    faults: list[str] = []
+    for item in checked(uri):
+        lines += 1
+        if item.fault is None:
+            requests += 1
+        elif len(faults) < 5:
+            faults.append(f"line {item.number}: {item.fault.code}: {item.fault.message}")
+    if requests == 0:
+        detail = "".join(f"\n  {fault}" for fault in faults)
+        raise Unusable(f"{uri} has no valid request line ({lines} lines){detail}")
+    sizes = shard_sizes(requests, instances, shard_lines)
+    plan = Plan(uri, found, lines, requests, [Shard(i, n) for i, n in enumerate(sizes)])
+    _say(
+        f"{lines} lines, {lines - requests} refused, {requests} in {len(sizes)} shards "
+        f"of about {sizes[0]} lines"
+    )
+    if not dry_run:
+        write_shards(uri, plan, layout)
+        save(plan, layout)
+    return plan
+
+
+def write_shards(uri: str, plan: Plan, layout: Layout) -> None:
+    valid = (item.raw for item in checked(uri) if item.fault is None)
+    for shard in plan.shards:
+        with storage.written(layout.shard_input(shard) + INPUT_NAME) as sink:
+            for _ in range(shard.lines):
+                sink.write(next(valid) + b"\n")
+
+
+def save(plan: Plan, layout: Layout) -> None:
+    with storage.written(layout.at(PLAN)) as sink:
+        sink.write(plan.to_json())
+
+
+def cancelled(layout: Layout) -> bool:
+    return storage.exists(layout.at(CANCEL))
+
+
+def pending(plan: Plan, layout: Layout) -> list[Shard]:
+    """Shards still to run: no output yet."""
+    return [shard for shard in plan.shards if not storage.exists(layout.shard_out_file(shard))]
+
+
+async def run_waves(plan: Plan, layout: Layout, jobs: Jobs, name: str) -> bool:
+    """Run the pending shards in waves of `jobs.slots`; False when a cancel stopped them."""
+    todo = pending(plan, layout)
+    waves = [todo[i : i + jobs.slots] for i in range(0, len(todo), jobs.slots)]
+    for number, wave in enumerate(waves, start=1):
+        if cancelled(layout):
+            _say(f"cancelled: {len(todo) - (number - 1) * jobs.slots} shards not started")
+            return False
+        _say(f"wave {number} of {len(waves)}: {', '.join(s.name for s in wave)}")
+
+        async def one(slot: int, shard: Shard) -> None:
+            last = shard.last
+            if last is None or last.status is not None or not jobs.can_attach:
+                last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
+                shard.jobs.append(last)
+            spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), slot)
+            await jobs.run(spec, last, lambda: save(plan, layout))
+            save(plan, layout)
+            _say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
+
+        await asyncio.gather(*(one(slot, shard) for slot, shard in enumerate(wave)))
+    return True
+
+
+def planned_calls(plan: Plan, layout: Layout, jobs: SageMakerJobs, name: str) -> list[Call]:
+    """The CreateTransformJob calls a run would make for the shards still to run, in order."""
+    return [
+        jobs.call(
+            JobSpec(
+                job_name(name, shard.index, len(shard.jobs) + 1),
+                layout.shard_input(shard),
+                layout.shard_output(shard),
+                slot % jobs.slots,
+            )
+        )
+        for slot, shard in enumerate(pending(plan, layout))
+    ]
+
+
+def shard_answers(plan: Plan, layout: Layout) -> Iterator[bytes | RequestError]:
+    """Every valid line's answer in input order: its `.out` line, or why it has none."""
+    for shard in plan.shards:
+        out = layout.shard_out_file(shard)
+        if storage.exists(out):
+            with storage.reading(out) as lines:
+                count = 0
+                for line in iter_records(lines):
+                    count += 1
+                    yield line
+            if count != shard.lines:
+                raise Unusable(f"{out} has {count} lines for the {shard.lines} of its shard")
+            continue
+        job = shard.last
+        error = (
+            RequestError(
+                500, f"transform job {job.name} {job.status.lower()}: {job.reason}", "shard_failed"
+            )
+            if job is not None and job.status is not None and job.reason
+            else RequestError(
+                409,
+                "the line's shard has not run (the batch was cancelled or stopped); run the same "
+                "command again to finish it",
+                "batch_cancelled",
+            )
+        )
+        for _ in range(shard.lines):
+            yield error
+
+
+def merge(plan: Plan, layout: Layout, output: str, error_file: str | None) -> Summary:
+    """Write the output (and error) file from the shards, in input order."""
+    summary = Summary()
+    answers = shard_answers(plan, layout)
+    with contextlib.ExitStack() as stack:
+        staged_dir = stack.enter_context(tempfile.TemporaryDirectory())
+        output_path = str(Path(staged_dir) / "output.jsonl")
+        error_path = str(Path(staged_dir) / "errors.jsonl")
+        sinks = Sinks(
+            stack.enter_context(open(output_path, "wb")),
+            stack.enter_context(open(error_path, "wb")) if error_file else None,
+        )
+        for item in checked(plan.input):
+            line = answer_line(item, answers)
+            result = outcome(line)
+            summary.count(result)
+            sinks.write(line, result)
+        sinks.flush()
+        storage.publish(output_path, output)
+        if error_file:
+            storage.publish(error_path, error_file)
+    return summary
+
+
+def answer_line(item: Checked, answers: Iterator[bytes | RequestError]) -> bytes:
+    if item.fault is not None:
+        return batch_error_line(item.custom_id, item.fault.error(item.number))
+    answer = next(answers)
+    if isinstance(answer, RequestError):
+        return batch_error_line(item.custom_id, answer)
+    return answer
+
+
+def instance_hours(plan: Plan) -> float:
+    return sum(job.seconds for shard in plan.shards for job in shard.jobs) / 3600
+
+
+def report(summary: Summary, plan: Plan, price: float | None, complete: bool) -> str:
+    hours = instance_hours(plan)
+    cost = f", about ${hours * price:.2f} at ${price:g}/instance-hour" if price else ""
+    state = "" if complete else " (incomplete: run the same command again to finish)"
+    return (
+        f"{summary.lines} lines ({summary.succeeded} succeeded, {summary.failed} failed), "
+        f"{summary.prompt_tokens} prompt + {summary.completion_tokens} completion tokens, "
+        f"{hours:.3f} instance-hours{cost}{state}"
+    )
+
+
+def _say(text: str) -> None:
+    print(f"deploy batch: {text}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class FleetBatch:
+    name: str
+    input: str
+    output: str
+    error_file: str | None
+    work: str
+    instances: int
+    shard_lines: int = DEFAULT_SHARD_LINES
+    price: float | None = None
+
+
+async def run(batch: FleetBatch, jobs: Jobs) -> int:
+    """Prepare, run and merge; 0 when every line has an answer from its shard's job."""
+    layout = Layout(batch.work)
+    plan = prepare(batch.input, layout, batch.instances, batch.shard_lines, False)
+    with contextlib.suppress(FileNotFoundError):
+        storage.remove(layout.at(CANCEL))
+    finished = False
+    try:
+        finished = await run_waves(plan, layout, jobs, batch.name)
+    finally:
+        summary = merge(plan, layout, batch.output, batch.error_file)
+        complete = finished and not pending(plan, layout)
+        _say(report(summary, plan, batch.price, complete))
+    return 0 if complete else 1
+
+
+def cancel(work: str) -> int:
+    with storage.written(Layout(work).at(CANCEL)) as marker:
+        marker.write(b"cancel\n")
+    _say(f"no new wave will start for {work}; running jobs finish and their output is kept")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-i", "--input-file", metavar="INPUT", help="the OpenAI batch file: a path or s3:// URL"
+    )
+    parser.add_argument("-o", "--output-file", metavar="OUTPUT", help="a path or s3:// URL")
+    parser.add_argument("--error-file", metavar="PATH", help="failed lines go here")
+    parser.add_argument(
+        "--work-prefix",
+        required=True,
+        metavar="PREFIX",
+        help="s3:// prefix (a directory with --local) for shards, outputs and the plan",
+    )
+    parser.add_argument(
+        "--shard-lines",
+        type=int,
+        default=DEFAULT_SHARD_LINES,
+        metavar="N",
+        help=f"at most N lines per shard (default {DEFAULT_SHARD_LINES})",
+    )
+    parser.add_argument(
+        "--instance-price", type=float, metavar="USD", help="price of one instance-hour"
+    )
+    parser.add_argument(
+        "--cancel", action="store_true", help="start no new wave for this --work-prefix"
+    )
+    parser.add_argument(
+        "--local",
+        nargs="+",
+        metavar="URL",
+        help="run the shards with the local transform runner against these containers",
+    )
+    parser.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=DEFAULT_POLL_S,
+        metavar="S",
+        help=f"how often transform jobs are polled (default {DEFAULT_POLL_S:g})",
+    )

@@ -1,0 +1,144 @@
+"""What runs one shard of `deploy batch`: a SageMaker transform job, or the local transform runner
+against a running container (`--local URL...`). Both run the shard the same way: JSON Lines,
+Line split, MultiRecord, lines assembled, one instance (or container) per shard.
+"""
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import boto3
+
+from deploy import aws_plan, transform
+from deploy.aws_plan import Call
+from deploy.shards import Job
+
+DEFAULT_POLL_S = 15.0
+ENDED = frozenset({"Completed", "Failed", "Stopped"})
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    input: str
+    output: str
+    slot: int
+
+
+class Jobs(Protocol):
+    # How many shards run at once (a wave), and whether a job started by an earlier run can be
+    # waited for instead of started again.
+    slots: int
+    can_attach: bool
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        """Run (or wait for) the shard's job; fill in `job`'s status, reason and seconds.
+        `started` is called once the job exists, so the plan records it before it ends."""
+
+
+@dataclass(frozen=True)
+class TransformSettings:
+    max_payload_mb: int = 1
+    max_concurrent_transforms: int = 2
+
+
+class SageMakerJobs:
+    """One CreateTransformJob per shard on `instance_type`, `slots` at a time, polled until done."""
+
+    can_attach = True
+
+    def __init__(
+        self,
+        model: str,
+        instance_type: str,
+        slots: int,
+        settings: TransformSettings,
+        poll_s: float = DEFAULT_POLL_S,
+    ) -> None:
+        self.model = model
+        self.instance_type = instance_type
+        self.slots = slots
+        self.settings = settings
+        self.poll_s = poll_s
+        self.client = boto3.client("sagemaker")
+
+    def call(self, spec: JobSpec) -> Call:
+        return aws_plan.transform_call(
+            spec.name,
+            spec.input,
+            spec.output,
+            self.instance_type,
+            1,
+            self.settings.max_payload_mb,
+            self.settings.max_concurrent_transforms,
+            False,
+            model=self.model,
+        )
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        if not await self._exists(spec.name):
+            call = self.call(spec)
+            await asyncio.to_thread(self.client.create_transform_job, **call.params)
+            started()
+        while True:
+            answer: dict[str, Any] = await asyncio.to_thread(
+                self.client.describe_transform_job, TransformJobName=spec.name
+            )
+            status = answer["TransformJobStatus"]
+            if status in ENDED:
+                break
+            await asyncio.sleep(self.poll_s)
+        job.status = status
+        job.reason = answer.get("FailureReason") if status != "Completed" else None
+        begun, ended = answer.get("TransformStartTime"), answer.get("TransformEndTime")
+        job.seconds = (ended - begun).total_seconds() if begun and ended else 0.0
+
+    async def _exists(self, name: str) -> bool:
+        try:
+            await asyncio.to_thread(self.client.describe_transform_job, TransformJobName=name)
+        except self.client.exceptions.ClientError:
+            return False
+        return True
+
+
+class LocalJobs:
+    """The local transform runner against running containers, one shard per container."""
+
+    can_attach = False
+
+    def __init__(self, endpoints: Sequence[str], settings: TransformSettings) -> None:
+        self.endpoints = list(endpoints)
+        self.slots = len(self.endpoints)
+        self.settings = settings
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        started()
+        begun = time.monotonic()
+        endpoint = self.endpoints[spec.slot % self.slots]
+        shard_job = transform_job(endpoint, spec.input, spec.output, self.settings)
+        failed = await transform.transform_all(shard_job, quiet=True)
+        job.seconds = time.monotonic() - begun
+        job.status = "Failed" if failed else "Completed"
+        job.reason = "; ".join(failed.values()) if failed else None
+
+
+def transform_job(
+    endpoint: str, input_uri: str, output: str, settings: TransformSettings
+) -> transform.TransformJob:
+    """A shard's transform job as SageMaker runs it, for the local transform runner."""
+    return transform.TransformJob(
+        endpoint=endpoint,
+        input=input_uri,
+        output=output,
+        content_type=aws_plan.JSON_LINES,
+        accept=aws_plan.JSON_LINES,
+        split_lines=True,
+        batch_strategy="MultiRecord",
+        max_payload_mb=settings.max_payload_mb,
+        max_concurrent_transforms=settings.max_concurrent_transforms,
+        assemble_lines=True,
+        max_retries=aws_plan.TRANSFORM_RETRIES,
+        timeout_s=aws_plan.TRANSFORM_INVOCATION_TIMEOUT_S,
+    )

@@ -1,0 +1,169 @@
+"""Where `vllm-sagemaker batch` sends its mini-batches: a container it reaches over HTTP, or a
+SageMaker endpoint through the runtime API (`InvokeEndpoint`: SigV4, boto3's usual credentials).
+
+Both send one JSON Lines mini-batch and return the container's JSON Lines answer. Every call is
+marked as batch work (the custom attribute `priority=batch`), so the container runs its records
+at batch priority and does not count them as live traffic. The error rules are the same for
+both: a model's refusal of the whole call (a 4xx other than 408 and 429) raises `invoke.Refused`
+and its lines become error lines; throttling, a model not ready, timeouts and 5xx are retried
+with backoff; `invoke.InvocationFailed` (retries used up, or a call the service refused) ends the
+run, which `--resume` finishes.
+"""
+
+import asyncio
+import concurrent.futures
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import boto3
+import botocore.config
+import botocore.exceptions
+import httpx
+
+from deploy import invoke
+
+BATCH_ATTRIBUTE = "priority=batch"
+JSON_LINES = "application/jsonlines"
+CONTAINER_HEADERS = {
+    "Content-Type": JSON_LINES,
+    "X-Amzn-SageMaker-Custom-Attributes": BATCH_ATTRIBUTE,
+}
+# InvokeEndpoint carries at most 6 MB, and a container refuses more than its
+# SAGEMAKER_MAX_PAYLOAD_IN_MB (6 MiB by default): a mini-batch stays under both.
+MAX_REQUEST_BYTES = 6 * 1000 * 1000
+READY_WAIT_S = 60.0
+# Errors of the runtime API worth another try: the service or the model is busy or starting.
+RETRY_ERRORS = frozenset(
+    {
+        "ThrottlingException",
+        "ModelNotReadyException",
+        "ServiceUnavailable",
+        "InternalFailure",
+        "InternalDependencyException",
+    }
+)
+SERVING = frozenset({"InService", "Updating", "SystemUpdating"})
+
+
+class Target(Protocol):
+    async def ready(self) -> None:
+        """Return once the target can take calls; `invoke.NotReady` if it never will."""
+
+    async def invoke(self, body: bytes) -> bytes:
+        """The answer to one JSON Lines mini-batch."""
+
+    def close(self) -> None:
+        """Release what the target holds."""
+
+
+@dataclass
+class Container:
+    """A container at a URL (`--endpoint`, or the engine `--model` started)."""
+
+    client: httpx.AsyncClient
+    retries: int
+    timeout_s: float
+
+    async def ready(self) -> None:
+        await invoke.wait_ready(self.client, READY_WAIT_S)
+
+    async def invoke(self, body: bytes) -> bytes:
+        return await invoke.post(
+            self.client, "/invocations", body, CONTAINER_HEADERS, self.retries, self.timeout_s
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def classify(error: botocore.exceptions.ClientError) -> Exception:
+    """What an InvokeEndpoint error means for the mini-batch: retry it (`invoke.Retryable`),
+    answer its lines with errors (`invoke.Refused`), or stop the run (`invoke.InvocationFailed`)."""
+    response: dict[str, Any] = error.response
+    code = response.get("Error", {}).get("Code", "")
+    message = response.get("Error", {}).get("Message") or str(error)
+    if code == "ModelError":
+        status = int(response.get("OriginalStatusCode") or 0)
+        original = str(response.get("OriginalMessage") or message)
+        if status in invoke.RETRY_STATUSES or status == 0:
+            return invoke.Retryable(f"the model answered HTTP {status}: {original[:500]}")
+        return invoke.Refused(status, original)
+    if code in RETRY_ERRORS:
+        return invoke.Retryable(f"{code}: {message}")
+    return invoke.InvocationFailed(f"{code}: {message}")
+
+
+class Endpoint:
+    """A SageMaker real-time endpoint, called with boto3's `sagemaker-runtime` client.
+
+    boto3's own retries are off: throttling and the rest are retried here, with the same
+    backoff as the container's calls, on threads of a pool as large as the calls in flight.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        region: str | None,
+        inference_component: str | None,
+        retries: int,
+        timeout_s: float,
+        connections: int,
+    ) -> None:
+        config = botocore.config.Config(
+            region_name=region,
+            read_timeout=timeout_s,
+            connect_timeout=10,
+            retries={"total_max_attempts": 1},
+            max_pool_connections=connections,
+        )
+        self.name = name
+        self.runtime = boto3.client("sagemaker-runtime", config=config)
+        self.control = boto3.client("sagemaker", config=config)
+        self.component = inference_component
+        self.retries = retries
+        self.pool = concurrent.futures.ThreadPoolExecutor(connections, "invoke-endpoint")
+
+    async def ready(self) -> None:
+        """The endpoint must exist and serve (DescribeEndpoint), else nothing is sent."""
+        try:
+            answer = await self._call(self.control.describe_endpoint, EndpointName=self.name)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
+            raise invoke.NotReady(f"endpoint {self.name}: {error}") from None
+        status = answer["EndpointStatus"]
+        if status not in SERVING:
+            raise invoke.NotReady(f"endpoint {self.name} is {status}, not InService")
+
+    async def invoke(self, body: bytes) -> bytes:
+        params = {
+            "EndpointName": self.name,
+            "Body": body,
+            "ContentType": JSON_LINES,
+            "Accept": JSON_LINES,
+            "CustomAttributes": BATCH_ATTRIBUTE,
+        }
+        if self.component:
+            params["InferenceComponentName"] = self.component
+
+        async def attempt() -> bytes:
+            try:
+                answer = await self._call(self.runtime.invoke_endpoint, **params)
+                return await asyncio.get_running_loop().run_in_executor(
+                    self.pool, answer["Body"].read
+                )
+            except botocore.exceptions.ClientError as error:
+                raise classify(error) from None
+            except (
+                botocore.exceptions.ConnectionError,
+                botocore.exceptions.HTTPClientError,
+            ) as error:
+                raise invoke.Retryable(str(error)) from None
+
+        return await invoke.with_retries(attempt, self.retries)
+
+    async def _call(self, operation: Any, **params: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, lambda: operation(**params)
+        )
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
