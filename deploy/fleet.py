@@ -119,7 +119,7 @@ def prepare(uri: str, layout: Layout, instances: int, shard_lines: int, dry_run:
 def write_shards(uri: str, plan: Plan, layout: Layout) -> None:
     valid = (item.raw for item in checked(uri) if item.fault is None)
     for shard in plan.shards:
-        with storage.written(layout.shard_input(shard) + INPUT_NAME) as sink:
+        with storage.written(layout.at(f"shards/{shard.name}/{INPUT_NAME}")) as sink:
             for _ in range(shard.lines):
                 sink.write(next(valid) + b"\n")
 
@@ -191,24 +191,25 @@ def shard_answers(plan: Plan, layout: Layout) -> Iterator[bytes | RequestError]:
                 raise Unusable(f"{out} has {count} lines for the {shard.lines} of its shard")
             continue
         job = shard.last
-        error = (
-            RequestError(
-                500, f"transform job {job.name} {job.status.lower()}: {job.reason}", "shard_failed"
+        if job is not None and job.status is not None:
+            why = job.reason or "it wrote no output"
+            error = RequestError(
+                500, f"transform job {job.name} {job.status.lower()}: {why}", "shard_failed"
             )
-            if job is not None and job.status is not None and job.reason
-            else RequestError(
+        else:
+            error = RequestError(
                 409,
                 "the line's shard has not run (the batch was cancelled or stopped); run the same "
                 "command again to finish it",
                 "batch_cancelled",
             )
-        )
         for _ in range(shard.lines):
             yield error
 
 
-def merge(plan: Plan, layout: Layout, output: str, error_file: str | None) -> Summary:
-    """Write the output (and error) file from the shards, in input order."""
+def merge(plan: Plan, layout: Layout, source: str, output: str, error_file: str | None) -> Summary:
+    """Write the output (and error) file from the input `source` and its shards' answers, in
+    input order."""
     summary = Summary()
     answers = shard_answers(plan, layout)
     with contextlib.ExitStack() as stack:
@@ -219,7 +220,7 @@ def merge(plan: Plan, layout: Layout, output: str, error_file: str | None) -> Su
             stack.enter_context(open(output_path, "wb")),
             stack.enter_context(open(error_path, "wb")) if error_file else None,
         )
-        for item in checked(plan.input):
+        for item in checked(source):
             line = answer_line(item, answers)
             result = outcome(line)
             summary.count(result)
@@ -281,7 +282,7 @@ async def run(batch: FleetBatch, jobs: Jobs) -> int:
     try:
         finished = await run_waves(plan, layout, jobs, batch.name)
     finally:
-        summary = merge(plan, layout, batch.output, batch.error_file)
+        summary = merge(plan, layout, batch.input, batch.output, batch.error_file)
         complete = finished and not pending(plan, layout)
         _say(report(summary, plan, batch.price, complete))
     return 0 if complete else 1

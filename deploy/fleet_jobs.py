@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import boto3
 
-from deploy import aws_plan, transform
+from deploy import aws_plan, invoke, transform
 from deploy.aws_plan import Call
 from deploy.shards import Job
 
@@ -118,7 +118,10 @@ class LocalJobs:
         begun = time.monotonic()
         endpoint = self.endpoints[spec.slot % self.slots]
         shard_job = transform_job(endpoint, spec.input, spec.output, self.settings)
-        failed = await transform.transform_all(shard_job, quiet=True)
+        try:
+            failed = await transform.transform_all(shard_job, quiet=True)
+        except (invoke.NotReady, transform.JobError, OSError) as error:
+            failed = {spec.input: str(error)}
         job.seconds = time.monotonic() - begun
         job.status = "Failed" if failed else "Completed"
         job.reason = "; ".join(failed.values()) if failed else None

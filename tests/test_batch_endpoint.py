@@ -1,0 +1,190 @@
+"""`vllm-sagemaker batch --sagemaker-endpoint`: an OpenAI batch file through InvokeEndpoint.
+
+The runtime API is the emulator in tests/runtime_emulator.py, forwarding to the real chat
+container; the endpoint itself is registered in moto, where DescribeEndpoint finds it.
+"""
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+import pytest
+
+from deploy import invoke, targets
+from deploy.batch import chunks
+from handler.batch_lines import Checked, Fault
+from tests import cli
+from tests.json_lines import parse_lines
+from tests.runtime_emulator import Runtime, runtime_emulator
+from tests.servers import Server
+from tests.test_batch_runner import completion, jsonl
+
+
+@pytest.fixture
+def endpoint(chat_server: Server, aws: dict[str, str]) -> Iterator[tuple[str, Runtime, dict]]:
+    """An InService endpoint in moto served by the chat container through the emulator, which
+    throttles one call in ten; its name, the emulator, and the environment that reaches it."""
+    name = f"chat-{uuid.uuid4().hex[:8]}"
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.create_model(
+        ModelName=name,
+        PrimaryContainer={"Image": "vllm-sagemaker:test"},
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
+    )
+    variant = {
+        "VariantName": "AllTraffic",
+        "ModelName": name,
+        "InstanceType": "ml.g4dn.xlarge",
+        "InitialInstanceCount": 1,
+    }
+    sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[variant])
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
+    runtime = Runtime({name: chat_server.url}, throttle_every=10)
+    with runtime_emulator(runtime) as url:
+        yield name, runtime, {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url}
+
+
+def two_thousand_lines() -> list[Any]:
+    records: list[Any] = [completion(f"r{i}", tokens=4) for i in range(2000)]
+    records[7] = b"{not json"
+    records[700] = completion("r3")
+    records[1400] = {**completion("r1400"), "method": "GET"}
+    return records
+
+
+def test_a_file_through_an_endpoint_killed_and_resumed(
+    endpoint: tuple[str, Runtime, dict], tmp_path: Path
+) -> None:
+    """2,000 lines, three bad, one call in ten throttled, the run killed midway and resumed:
+    2,000 answers, every custom_id exactly once, the bad lines as error lines."""
+    name, runtime, env = endpoint
+    (tmp_path / "in.jsonl").write_bytes(jsonl(two_thousand_lines()))
+    output, errors = tmp_path / "out.jsonl", tmp_path / "errors.jsonl"
+    args = [
+        "batch",
+        *cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(output),
+            error_file=str(errors),
+            sagemaker_endpoint=name,
+            max_inflight="64",
+        ),
+    ]
+    first = subprocess.Popen(
+        [cli.VLLM_SAGEMAKER, *args],
+        env={**os.environ, **env},
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while not output.exists() or output.read_bytes().count(b"\n") < 400:
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert output.read_bytes().count(b"\n") < 2000
+
+    done = cli.run(*args, "--resume", env=env)
+    assert done.returncode == 0, done.stderr
+    answered, failed = parse_lines(output.read_bytes()), parse_lines(errors.read_bytes())
+    assert len(answered) + len(failed) == 2000
+    assert all(line["response"]["status_code"] == 200 for line in answered)
+    ids = Counter(line["custom_id"] for line in answered + failed)
+    assert ids.pop(None) == 1  # the line that is not JSON has no custom_id
+    assert set(ids.values()) == {1} and len(ids) == 1998 and "r7" not in ids
+    assert sorted(line["error"]["code"] for line in failed) == [
+        "duplicate_custom_id",
+        "invalid_json_line",
+        "invalid_value",
+    ]
+    assert runtime.throttled > 0
+    assert set(runtime.attributes) == {targets.BATCH_ATTRIBUTE}
+    assert b"2000 lines answered" in done.stderr
+
+
+def test_an_unknown_endpoint_stops_before_anything_is_written(
+    endpoint: tuple[str, Runtime, dict], tmp_path: Path
+) -> None:
+    _, _, env = endpoint
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion("a")]))
+    done = cli.run(
+        "batch",
+        *cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(tmp_path / "out.jsonl"),
+            sagemaker_endpoint="no-such-endpoint",
+        ),
+        env=env,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "no-such-endpoint" in done.stderr
+    assert not (tmp_path / "out.jsonl").read_bytes()
+
+
+def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.ClientError:
+    response: Any = {
+        "Error": {"Code": code, "Message": f"{code} happened"},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+        **fields,
+    }
+    return botocore.exceptions.ClientError(response, "InvokeEndpoint")
+
+
+@pytest.mark.parametrize(
+    ("error", "meaning"),
+    [
+        (client_error("ThrottlingException", 400), invoke.Retryable),
+        (client_error("ModelNotReadyException", 429), invoke.Retryable),
+        (client_error("ServiceUnavailable", 503), invoke.Retryable),
+        (client_error("InternalFailure", 500), invoke.Retryable),
+        (client_error("InternalDependencyException", 530), invoke.Retryable),
+        (client_error("ModelError", 424, OriginalStatusCode=503), invoke.Retryable),
+        (client_error("ModelError", 424, OriginalStatusCode=429), invoke.Retryable),
+        (client_error("ModelError", 424, OriginalStatusCode=400), invoke.Refused),
+        (client_error("ModelError", 424, OriginalStatusCode=413), invoke.Refused),
+        (client_error("ValidationError", 400), invoke.InvocationFailed),
+        (client_error("AccessDeniedException", 403), invoke.InvocationFailed),
+    ],
+)
+def test_what_an_invoke_endpoint_error_means(
+    error: botocore.exceptions.ClientError, meaning: type
+) -> None:
+    assert type(targets.classify(error)) is meaning
+
+
+def test_a_refused_mini_batch_keeps_its_status_and_message() -> None:
+    refusal = targets.classify(
+        client_error("ModelError", 424, OriginalStatusCode=400, OriginalMessage="bad body")
+    )
+    assert isinstance(refusal, invoke.Refused)
+    assert (refusal.status, refusal.message) == (400, "bad body")
+
+
+def line(size: int, fault: Fault | None = None) -> Checked:
+    return Checked(1, "c", b"x" * size, {}, fault)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "expected"),
+    [
+        ([10] * 5, [[10, 10, 10], [10, 10]]),  # three lines a request
+        ([40, 40, 40], [[40, 40], [40]]),  # 41 + 41 fit in 100 bytes, a third does not
+        ([99, 99], [[99], [99]]),
+        ([150, 10], [["too large", 10]]),  # alone over the limit: refused, costs nothing
+    ],
+)
+def test_mini_batches_are_cut_by_lines_and_bytes(sizes: list[int], expected: list[list]) -> None:
+    got = [
+        ["too large" if item.fault else len(item.raw) for item in chunk]
+        for chunk in chunks((line(size) for size in sizes), 3, 100)
+    ]
+    assert got == expected

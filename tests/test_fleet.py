@@ -1,0 +1,238 @@
+"""`vllm-sagemaker deploy batch`: an OpenAI batch file cut into shards and run as transform jobs,
+on local containers (`--local`) and on "SageMaker" (moto, with tests/transform_emulator.py doing
+each job's work with the local transform runner against real containers)."""
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from deploy.shards import MAX_JOB_NAME, job_name, shard_sizes
+from tests import cli
+from tests.json_lines import parse_lines
+from tests.servers import Server
+from tests.test_batch_runner import jsonl
+from tests.test_deploy import ROLE, deploy, model_options
+from tests.transform_emulator import Fleet, transform_emulator
+
+
+def request(i: int) -> dict[str, Any]:
+    body = {"prompt": f"Line {i} says", "max_tokens": 4, "temperature": 0}
+    return {"custom_id": f"q{i}", "method": "POST", "url": "/v1/completions", "body": body}
+
+
+def thirty_two_lines() -> list[Any]:
+    """30 requests and 2 bad lines (not JSON; a duplicate custom_id)."""
+    records: list[Any] = [request(i) for i in range(30)]
+    records.insert(5, b"{oops")
+    records.insert(20, request(3))
+    return records
+
+
+def stable(line: dict[str, Any]) -> dict[str, Any]:
+    """A line without what differs from run to run: ids and timestamps."""
+    line = {**line, "id": None}
+    response = line["response"]
+    if response:
+        body = {**response["body"], "id": None, "created": None}
+        line["response"] = {**response, "request_id": None, "body": body}
+    return line
+
+
+def read_s3(uri: str) -> list[dict[str, Any]]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return parse_lines(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def test_local_fleet_answers_as_one_batch_run(
+    chat_server: Server, batch_server: Server, tmp_path: Path
+) -> None:
+    """3 shards on two containers give the same lines, in the same order, as `batch`."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(jsonl(thirty_two_lines()))
+    fleet = deploy(
+        "batch",
+        "--local",
+        chat_server.url,
+        batch_server.url,
+        *cli.options(
+            name="local",
+            input_file=str(source),
+            output_file=str(tmp_path / "fleet.jsonl"),
+            work_prefix=str(tmp_path / "work"),
+            shard_lines="10",
+        ),
+    )
+    assert fleet.returncode == 0, fleet.stderr
+    assert "30 in 3 shards" in fleet.stderr
+    single = cli.run(
+        "batch",
+        *cli.options(
+            input_file=str(source),
+            output_file=str(tmp_path / "single.jsonl"),
+            endpoint=chat_server.url,
+        ),
+    )
+    assert single.returncode == 0, single.stderr
+    ours = parse_lines((tmp_path / "fleet.jsonl").read_bytes())
+    theirs = parse_lines((tmp_path / "single.jsonl").read_bytes())
+    assert len(ours) == 32
+    assert [stable(line) for line in ours] == [stable(line) for line in theirs]
+    assert sum(line["error"] is None for line in ours) == 30
+
+
+def fleet_args(name: str, tmp_path: Path, **extra: str) -> list[str]:
+    """30 requests (and 2 bad lines) from S3 in 3 shards, 2 instances at a time."""
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=name)
+    s3.put_object(Bucket=name, Key="in/requests.jsonl", Body=jsonl(thirty_two_lines()))
+    return model_options(
+        name,
+        "ml.g4dn.xlarge",
+        instance_count="2",
+        input_file=f"s3://{name}/in/requests.jsonl",
+        output_file=f"s3://{name}/out/output.jsonl",
+        error_file=f"s3://{name}/out/errors.jsonl",
+        work_prefix=f"s3://{name}/work/",
+        shard_lines="10",
+        poll_seconds="0.2",
+        **extra,
+    )
+
+
+def test_a_failed_shard_is_in_the_error_file_and_a_rerun_runs_only_it(
+    chat_server: Server, batch_server: Server, aws: dict[str, str], tmp_path: Path
+) -> None:
+    fleet = Fleet(aws["AWS_ENDPOINT_URL"], [chat_server.url, batch_server.url], {"shard-00001"})
+    args = fleet_args("fleet-fail", tmp_path)
+    with transform_emulator(fleet) as url:
+        env = {"AWS_ENDPOINT_URL_SAGEMAKER": url, "SAGEMAKER_ROLE_ARN": ROLE}
+        first = deploy("batch", *args, env=env)
+        assert first.returncode == 1, first.stderr
+        assert "wave 1 of 2: shard-00000, shard-00001" in first.stderr
+        assert "wave 2 of 2: shard-00002" in first.stderr
+        assert fleet.created == {"shard-00000": 1, "shard-00001": 1, "shard-00002": 1}
+        jobs = boto3.client("sagemaker").list_transform_jobs(NameContains="fleet-fail")
+        assert sorted(j["TransformJobName"] for j in jobs["TransformJobSummaries"]) == [
+            "fleet-fail-00000-1",
+            "fleet-fail-00001-1",
+            "fleet-fail-00002-1",
+        ]
+        errors = read_s3("s3://fleet-fail/out/errors.jsonl")
+        failed = [line for line in errors if line["error"]["code"] == "shard_failed"]
+        assert len(failed) == 10 and "injected by the test" in failed[0]["error"]["message"]
+        assert len(errors) == 12 and len(read_s3("s3://fleet-fail/out/output.jsonl")) == 20
+
+        fleet.fail.clear()
+        second = deploy("batch", *args, env=env)
+        assert second.returncode == 0, second.stderr
+        assert fleet.created == {"shard-00000": 1, "shard-00001": 2, "shard-00002": 1}
+    output = read_s3("s3://fleet-fail/out/output.jsonl")
+    assert [line["custom_id"] for line in output] == [f"q{i}" for i in range(30)]
+    assert len(read_s3("s3://fleet-fail/out/errors.jsonl")) == 2
+    assert "30 succeeded, 2 failed" in second.stderr
+
+
+def test_a_cancel_stops_the_next_wave_and_keeps_the_finished_shards(
+    chat_server: Server, batch_server: Server, aws: dict[str, str], tmp_path: Path
+) -> None:
+    args = fleet_args("fleet-cancel", tmp_path)
+
+    def cancel_once_started(job: str) -> None:
+        if job.endswith("-00000-1"):
+            done = deploy(
+                "batch", "--cancel", *cli.options(name="x", work_prefix="s3://fleet-cancel/work/")
+            )
+            assert done.returncode == 0, done.stderr
+
+    fleet = Fleet(
+        aws["AWS_ENDPOINT_URL"], [chat_server.url, batch_server.url], on_create=cancel_once_started
+    )
+    with transform_emulator(fleet) as url:
+        env = {"AWS_ENDPOINT_URL_SAGEMAKER": url, "SAGEMAKER_ROLE_ARN": ROLE}
+        first = deploy("batch", *args, env=env)
+        assert first.returncode == 1, first.stderr
+        assert fleet.created == {"shard-00000": 1, "shard-00001": 1}
+        output = read_s3("s3://fleet-cancel/out/output.jsonl")
+        assert [line["custom_id"] for line in output] == [f"q{i}" for i in range(20)]
+        codes = Counter(
+            line["error"]["code"] for line in read_s3("s3://fleet-cancel/out/errors.jsonl")
+        )
+        assert codes == {"batch_cancelled": 10, "invalid_json_line": 1, "duplicate_custom_id": 1}
+
+        second = deploy("batch", *args, env=env)
+        assert second.returncode == 0, second.stderr
+        assert fleet.created == {"shard-00000": 1, "shard-00001": 1, "shard-00002": 1}
+    assert len(read_s3("s3://fleet-cancel/out/output.jsonl")) == 30
+
+
+def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(jsonl([request(i) for i in range(25)]))
+    done = deploy(
+        "batch",
+        "--dry-run",
+        *model_options(
+            "dry",
+            "ml.g5.2xlarge",
+            instance_count="2",
+            input_file=str(source),
+            output_file="s3://dry/out.jsonl",
+            work_prefix="s3://dry/work/",
+            shard_lines="10",
+        ),
+        env={"SAGEMAKER_ROLE_ARN": ROLE},
+    )
+    assert done.returncode == 0, done.stderr
+    calls = json.loads(done.stdout)
+    assert [c["operation"] for c in calls] == ["CreateModel"] + ["CreateTransformJob"] * 3
+    jobs = [c["params"] for c in calls[1:]]
+    assert [j["TransformJobName"] for j in jobs] == ["dry-00000-1", "dry-00001-1", "dry-00002-1"]
+    assert {j["ModelName"] for j in jobs} == {"dry"}
+    assert {j["TransformResources"]["InstanceCount"] for j in jobs} == {1}
+    assert jobs[2]["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] == (
+        "s3://dry/work/shards/shard-00002/"
+    )
+    assert jobs[2]["TransformOutput"]["S3OutputPath"] == "s3://dry/work/output/shard-00002/"
+
+
+def test_a_file_with_no_valid_line_starts_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'{"custom_id": "a"}\n{broken\n')
+    done = deploy(
+        "batch",
+        "--local",
+        "http://127.0.0.1:9",
+        *cli.options(
+            name="none",
+            input_file=str(source),
+            output_file=str(tmp_path / "out.jsonl"),
+            work_prefix=str(tmp_path / "work"),
+        ),
+    )
+    assert done.returncode == 2
+    assert "no valid request line (2 lines)" in done.stderr
+    assert "line 1: missing_required_parameter" in done.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("requests", "instances", "shard_lines", "sizes"),
+    [
+        (30, 2, 10, [10, 10, 10]),
+        (5, 8, 100, [1, 1, 1, 1, 1]),  # never more shards than lines
+        (100, 4, 1000, [25, 25, 25, 25]),  # at least one shard per instance
+        (7, 2, 3, [3, 2, 2]),
+        (0, 2, 10, []),
+    ],
+)
+def test_shard_sizes(requests: int, instances: int, shard_lines: int, sizes: list[int]) -> None:
+    assert shard_sizes(requests, instances, shard_lines) == sizes
+
+
+def test_job_names_stay_valid() -> None:
+    name = job_name("a-very-long-batch-name-" * 4, 12, 3)
+    assert len(name) <= MAX_JOB_NAME and name.endswith("-00012-3")
