@@ -119,7 +119,8 @@ def split_input(input_prefix: str, instances: int) -> str:
     return target
 
 
-def transform(args: argparse.Namespace) -> int:
+def _check_transform(args: argparse.Namespace) -> None:
+    """What a transform job needs of the model and the instance type; SystemExit if amiss."""
     if args.model_prefix and not args.stream_weights:
         raise SystemExit(
             "deploy: --model-prefix cannot be used for Batch Transform: SageMaker does not copy "
@@ -139,6 +140,10 @@ def transform(args: argparse.Namespace) -> int:
             "image built for a newer CUDA may fail to start there",
             file=sys.stderr,
         )
+
+
+def transform(args: argparse.Namespace) -> int:
+    _check_transform(args)
     input_prefix = args.input if args.dry_run else split_input(args.input, args.instance_count)
     env = aws_plan.model_env(_env(args.env), args.instance_type)
     calls = [
@@ -197,6 +202,7 @@ def fleet_batch(args: argparse.Namespace) -> int:
                 "deploy: batch on SageMaker needs --image, --instance-type and a model "
                 "(--model-id, --model-data or --model-prefix); or give --local URL..."
             )
+        _check_transform(args)
         model = aws_plan.create_model(
             args.name,
             args.image,
