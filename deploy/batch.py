@@ -122,15 +122,17 @@ class Answered:
     line_numbers: set[int] = field(default_factory=set)
 
     def add(self, result: Outcome) -> None:
-        if result.custom_id is not None:
-            self.custom_ids.add(result.custom_id)
-        elif result.line_number is not None:
+        """A refused line's answer names its line number (a duplicate's custom_id is not its
+        own); any other answer is known by its custom_id."""
+        if result.line_number is not None:
             self.line_numbers.add(result.line_number)
+        elif result.custom_id is not None:
+            self.custom_ids.add(result.custom_id)
 
     def has(self, checked: Checked) -> bool:
-        if checked.custom_id is not None:
-            return checked.custom_id in self.custom_ids
-        return checked.number in self.line_numbers
+        if checked.fault is not None:
+            return checked.number in self.line_numbers
+        return checked.custom_id in self.custom_ids
 
 
 def too_large(item: Checked, max_bytes: int) -> Checked:
@@ -142,11 +144,11 @@ def too_large(item: Checked, max_bytes: int) -> Checked:
 
 
 def chunks(checked: Iterable[Checked], size: int, max_bytes: int) -> Iterator[list[Checked]]:
-    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together."""
+    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together (a
+    line over `max_bytes` alone was refused by `too_large`)."""
     chunk: list[Checked] = []
     used = 0
     for item in checked:
-        item = too_large(item, max_bytes)
         cost = 0 if item.fault else len(item.raw) + 1
         if chunk and (len(chunk) == size or used + cost > max_bytes):
             yield chunk
@@ -159,7 +161,10 @@ def chunks(checked: Iterable[Checked], size: int, max_bytes: int) -> Iterator[li
 
 def to_answer(source: IO[bytes], answered: Answered) -> Iterator[Checked]:
     """The input's lines not answered yet, checked (blank lines are not requests)."""
-    return (item for item in checked_lines(iter_records(source)) if not answered.has(item))
+    for item in checked_lines(iter_records(source)):
+        item = too_large(item, MAX_REQUEST_BYTES)
+        if not answered.has(item):
+            yield item
 
 
 def error_line(checked: Checked) -> bytes:

@@ -19,7 +19,7 @@ import botocore.exceptions
 import pytest
 
 from deploy import invoke, targets
-from deploy.batch import chunks
+from deploy.batch import chunks, too_large
 from handler.batch_lines import Checked, Fault
 from tests import cli
 from tests.json_lines import parse_lines
@@ -99,7 +99,8 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
     assert all(line["response"]["status_code"] == 200 for line in answered)
     ids = Counter(line["custom_id"] for line in answered + failed)
     assert ids.pop(None) == 1  # the line that is not JSON has no custom_id
-    assert set(ids.values()) == {1} and len(ids) == 1998 and "r7" not in ids
+    assert ids.pop("r3") == 2  # its answer, and the error line of its duplicate
+    assert set(ids.values()) == {1} and len(ids) == 1997 and "r7" not in ids
     assert sorted(line["error"]["code"] for line in failed) == [
         "duplicate_custom_id",
         "invalid_json_line",
@@ -179,12 +180,15 @@ def line(size: int, fault: Fault | None = None) -> Checked:
         ([10] * 5, [[10, 10, 10], [10, 10]]),  # three lines a request
         ([40, 40, 40], [[40, 40], [40]]),  # 41 + 41 fit in 100 bytes, a third does not
         ([99, 99], [[99], [99]]),
-        ([150, 10], [["too large", 10]]),  # alone over the limit: refused, costs nothing
     ],
 )
 def test_mini_batches_are_cut_by_lines_and_bytes(sizes: list[int], expected: list[list]) -> None:
-    got = [
-        ["too large" if item.fault else len(item.raw) for item in chunk]
-        for chunk in chunks((line(size) for size in sizes), 3, 100)
-    ]
+    got = [[len(item.raw) for item in chunk] for chunk in chunks(map(line, sizes), 3, 100)]
     assert got == expected
+
+
+def test_a_line_over_the_limit_is_refused_alone() -> None:
+    assert too_large(line(99), 100).fault is None
+    refused = too_large(line(100), 100).fault
+    assert refused is not None and refused.code == "payload_too_large"
+    assert [len(c) for c in chunks([too_large(line(150), 100), line(10)], 3, 100)] == [2]
