@@ -13,12 +13,11 @@ import contextlib
 import http.server
 import json
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import httpx
 
-from tests.servers import free_port
+from tests.local_http import serving
 
 MAX_BODY_BYTES = 6 * 1000 * 1000
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
@@ -113,14 +112,6 @@ def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextlib.contextmanager
-def runtime_emulator(runtime: Runtime) -> Iterator[str]:
-    """Serve `runtime` on a free port of 127.0.0.1; yield its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _handler(runtime))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def runtime_emulator(runtime: Runtime) -> contextlib.AbstractContextManager[str]:
+    """`runtime` served on a free port of 127.0.0.1; entering gives its URL."""
+    return serving(_handler(runtime))

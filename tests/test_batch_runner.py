@@ -6,7 +6,6 @@ import http.server
 import json
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 
 from tests import cli
 from tests.json_lines import parse_lines
+from tests.local_http import serving
 from tests.servers import Server
 
 
@@ -171,11 +171,8 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_store() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(Recorder) as url:
+        yield url
 
 
 def test_http_get_and_put(chat_server: Server, http_store: str) -> None:

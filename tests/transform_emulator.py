@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,7 @@ import httpx
 
 from deploy.fleet_jobs import TransformSettings, transform_job
 from deploy.transform import transform_all
-from tests.servers import free_port
+from tests.local_http import serving
 
 TARGET = "X-Amz-Target"
 
@@ -105,14 +105,6 @@ def _handler(fleet: Fleet) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextlib.contextmanager
-def transform_emulator(fleet: Fleet) -> Iterator[str]:
-    """Serve `fleet` on a free port of 127.0.0.1; yield its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _handler(fleet))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def transform_emulator(fleet: Fleet) -> contextlib.AbstractContextManager[str]:
+    """`fleet` served on a free port of 127.0.0.1; entering gives its URL."""
+    return serving(_handler(fleet))
