@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.batch import Answered, chunks, error_line, staged_path
+from deploy.batch import Answered, error_line, staged_path
 from handler.batch_lines import LineChecker, outcome, repair, request_fault
 
 
@@ -154,7 +154,3 @@ def test_where_answers_are_staged(uri: str, staged_here: bool, tmp_path: Path) -
     staged = staged_path(uri, str(tmp_path))
     assert (staged == uri) is staged_here
     assert staged == staged_path(uri, str(tmp_path))
-
-
-def test_chunks() -> None:
-    assert [len(c) for c in chunks(range(70), 32)] == [32, 32, 6]
