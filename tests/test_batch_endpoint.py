@@ -50,6 +50,9 @@ def endpoint(chat_server: Server, aws: dict[str, str]) -> Iterator[tuple[str, Ru
     runtime = Runtime({name: chat_server.url}, throttle_every=10)
     with runtime_emulator(runtime) as url:
         yield name, runtime, {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url}
+    sagemaker.delete_endpoint(EndpointName=name)
+    sagemaker.delete_endpoint_config(EndpointConfigName=name)
+    sagemaker.delete_model(ModelName=name)
 
 
 def two_thousand_lines() -> list[Any]:

@@ -20,7 +20,15 @@ from tests.transform_emulator import Fleet, transform_emulator
 
 
 def request(i: int) -> dict[str, Any]:
-    body = {"prompt": f"Line {i} says", "max_tokens": 4, "temperature": 0}
+    """Line i's request. Its tokens are pinned by a logit bias of its own: greedy decoding of the
+    random test model is not batch-invariant on CPU (near-ties flip with the batch's shape), so
+    without it two containers batching differently could write different text."""
+    body = {
+        "prompt": f"Line {i} says",
+        "max_tokens": 4,
+        "temperature": 0,
+        "logit_bias": {str(100 + i): 100},
+    }
     return {"custom_id": f"q{i}", "method": "POST", "url": "/v1/completions", "body": body}
 
 
