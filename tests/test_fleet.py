@@ -41,11 +41,12 @@ def thirty_two_lines() -> list[Any]:
 
 
 def stable(line: dict[str, Any]) -> dict[str, Any]:
-    """A line without what differs from run to run: ids and timestamps."""
+    """A line without what differs from run to run and server to server: ids, timestamps and
+    the serving process's fingerprint."""
     line = {**line, "id": None}
     response = line["response"]
     if response:
-        body = {**response["body"], "id": None, "created": None}
+        body = {**response["body"], "id": None, "created": None, "system_fingerprint": None}
         line["response"] = {**response, "request_id": None, "body": body}
     return line
 
