@@ -194,6 +194,12 @@ async def answer_chunk(target: Target, chunk: list[Checked]) -> list[bytes]:
     lines = [error_line(item) if item.fault else next(answers, b"") for item in chunk]
     if any(not line for line in lines) or next(answers, None) is not None:
         raise invoke.InvocationFailed("the container's answer did not have one line per record")
+    for item, line in zip(chunk, lines, strict=True):
+        if item.fault is None and outcome(line).aborted:
+            raise invoke.InvocationFailed(
+                f"the engine aborted line {item.number} (is the container stopping?); "
+                "run again with --resume to answer it and the lines after it"
+            )
     return lines
 
 

@@ -244,6 +244,7 @@ class Outcome:
     succeeded: bool
     usage: dict[str, Any]
     status_code: int | None = None
+    aborted: bool = False
 
 
 def outcome(line: bytes) -> Outcome:
@@ -264,6 +265,16 @@ def outcome(line: bytes) -> Outcome:
         succeeded,
         usage if isinstance(usage, dict) else {},
         status if isinstance(status, int) else None,
+        succeeded and was_aborted(body),
+    )
+
+
+def was_aborted(body: Any) -> bool:
+    """Whether the engine gave the request up part-way (a choice finished with "abort", as vLLM
+    answers every running request when it shuts down): the answer is not the model's."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    return isinstance(choices, list) and any(
+        isinstance(choice, dict) and choice.get("finish_reason") == "abort" for choice in choices
     )
 
 

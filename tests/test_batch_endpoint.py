@@ -4,6 +4,8 @@ The runtime API is the emulator in tests/runtime_emulator.py, forwarding to the 
 container; the endpoint itself is registered in moto, where DescribeEndpoint finds it.
 """
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +21,7 @@ import botocore.exceptions
 import pytest
 
 from deploy import invoke, targets
-from deploy.batch import chunks, too_large
+from deploy.batch import answer_chunk, chunks, too_large
 from handler.batch_lines import Checked, Fault
 from tests import cli
 from tests.json_lines import parse_lines
@@ -195,3 +197,33 @@ def test_a_line_over_the_limit_is_refused_alone() -> None:
     refused = too_large(line(100), 100).fault
     assert refused is not None and refused.code == "payload_too_large"
     assert [len(c) for c in chunks([too_large(line(150), 100), line(10)], 3, 100)] == [2]
+
+
+class Answering:
+    """A target whose answer to any mini-batch is the given lines."""
+
+    def __init__(self, lines: list[dict]) -> None:
+        self.body = b"".join(json.dumps(value).encode() + b"\n" for value in lines)
+
+    async def ready(self) -> None:
+        pass
+
+    async def invoke(self, body: bytes) -> bytes:
+        return self.body
+
+    def close(self) -> None:
+        pass
+
+
+def finished(custom_id: str, reason: str) -> dict:
+    body = {"choices": [{"finish_reason": reason}], "usage": {}}
+    return {"custom_id": custom_id, "response": {"status_code": 200, "body": body}, "error": None}
+
+
+def test_a_mini_batch_the_engine_aborted_is_not_an_answer() -> None:
+    chunk = [Checked(7, "a", b"{}"), Checked(8, "b", b"{}")]
+    whole = Answering([finished("a", "length"), finished("b", "stop")])
+    assert len(asyncio.run(answer_chunk(whole, chunk))) == 2
+    cut = Answering([finished("a", "length"), finished("b", "abort")])
+    with pytest.raises(invoke.InvocationFailed, match="aborted line 8"):
+        asyncio.run(answer_chunk(cut, chunk))

@@ -130,6 +130,26 @@ def test_outcomes_read_back() -> None:
     assert answered.custom_ids == {"a", "c"} and answered.line_numbers == {9}
 
 
+@pytest.mark.parametrize(
+    ("status", "choices", "aborted"),
+    [
+        (200, [{"finish_reason": "length"}], False),
+        (200, [{"finish_reason": "stop"}, {"finish_reason": "abort"}], True),
+        (200, [{"finish_reason": "abort"}], True),
+        (200, None, False),
+        (500, [{"finish_reason": "abort"}], False),
+    ],
+)
+def test_a_line_the_engine_aborted_is_known(
+    status: int, choices: list | None, aborted: bool
+) -> None:
+    body = {"choices": choices} if choices is not None else {"data": []}
+    line = json.dumps(
+        {"custom_id": "a", "response": {"status_code": status, "body": body}, "error": None}
+    )
+    assert outcome(line.encode()).aborted is aborted
+
+
 def test_repair_cuts_a_half_written_line(tmp_path: Path) -> None:
     good = (
         b'{"id": "1", "custom_id": "a", "response": null, "error": {"code": "x", "message": "m"}}\n'

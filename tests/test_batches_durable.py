@@ -1,5 +1,9 @@
 """A server-side batch survives its server: SIGTERM and kill -9 mid-run, then a restart on the
-same store, answer every custom_id exactly once and never send a finished line again."""
+same store, answer every custom_id exactly once and never send a finished line again.
+
+The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT) so a batch finishes in many
+waves: with the whole batch in flight, every line would finish within the same few steps and the
+stop could not land mid-run."""
 
 import os
 import signal
@@ -15,6 +19,7 @@ from tests import servers
 from tests.test_batches_api import chat_line, client, lines_of, submit, wait
 
 TOKENS = 64
+IN_FLIGHT = 8
 
 
 class Restartable:
@@ -32,12 +37,19 @@ class Restartable:
             self.model,
             self.root,
             SAGEMAKER_BATCH_STORE=str(self.store),
+            SAGEMAKER_BATCH_MAX_INFLIGHT=str(IN_FLIGHT),
         )
         server.wait_ready()
         return server
 
     def restart(self) -> servers.Server:
         self.server = self.start()
+        return self.server
+
+    def running(self) -> servers.Server:
+        """The server, started again if an earlier test left it stopped."""
+        if self.server.process.poll() is not None:
+            self.restart()
         return self.server
 
     def status(self, batch_id: str) -> str:
@@ -83,7 +95,7 @@ def assert_each_line_once(sdk: openai.OpenAI, batch_id: str, count: int) -> None
 
 
 def test_sigterm_never_cancels_and_a_restart_finishes(durable: Restartable) -> None:
-    sdk = client(durable.server)
+    sdk = client(durable.running())
     batch_id = long_batch(sdk, 200)
     wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 10)
     assert durable.server.stop() == 0
@@ -92,7 +104,7 @@ def test_sigterm_never_cancels_and_a_restart_finishes(durable: Restartable) -> N
 
 
 def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartable) -> None:
-    sdk = client(durable.server)
+    sdk = client(durable.running())
     batch_id = long_batch(sdk, 300)
     wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 20)
     os.killpg(durable.server.process.pid, signal.SIGKILL)

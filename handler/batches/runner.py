@@ -228,17 +228,23 @@ class BatchRun:
         self, context: RecordContext, raw: bytes, number: int
     ) -> tuple[bytes, Outcome]:
         """The line's result. An engine 5xx is not an answer while the engine is down (the
-        server is stopping or broken): the run ends and the line runs again on resume."""
+        server is stopping or broken): the run ends and the line runs again on resume. A line
+        the engine aborted (vLLM aborts every running request when it shuts down) is never an
+        answer: it is tried again, and if the engine keeps aborting, the run ends."""
         for attempt in range(RETRIES + 1):
             line = await self.runtime.pipeline.record(context, raw, number)
             result = outcome(line)
-            if (result.status_code or 0) < 500 or context.stop.reason is not None:
+            if context.stop.reason is not None:
+                break
+            if (result.status_code or 0) < 500 and not result.aborted:
                 break
             health = await self.runtime.call("GET", "/health")
             if health.status != 200:
                 raise RunEnded("the engine is not healthy; the batch resumes when it is")
             if attempt < RETRIES:
                 await asyncio.sleep(RETRY_DELAY_S)
+        if result.aborted and context.stop.reason is None:
+            raise RunEnded(f"the engine aborted line {number} {RETRIES + 1} times")
         return line, result
 
     async def watch(self, results: Results, stop: Stop) -> None:
