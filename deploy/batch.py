@@ -59,21 +59,23 @@ class Summary:
         self.prompt_tokens += int(result.usage.get("prompt_tokens") or 0)
         self.completion_tokens += int(result.usage.get("completion_tokens") or 0)
 
-    def line(self, seconds: float) -> str:
-        rate = self.lines / seconds if seconds > 0 else 0.0
+    def counts(self) -> str:
+        """Lines and tokens, the part every summary (one runner or a fleet) starts with."""
         return (
             f"{self.lines} lines answered ({self.succeeded} succeeded, {self.failed} failed"
             f"{f', {self.resumed} from before' if self.resumed else ''}), "
-            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
-            f"{seconds:.1f} s, {rate:.1f} lines/s"
+            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens"
         )
+
+    def line(self, seconds: float) -> str:
+        rate = self.lines / seconds if seconds > 0 else 0.0
+        return f"{self.counts()}, {seconds:.1f} s, {rate:.1f} lines/s"
 
 
 def staged_path(uri: str, tmp_dir: str) -> str:
     """Where answers for `uri` are appended while the run goes on: the file itself for a plain
     local path, else a file in `tmp_dir` named after the URI (so `--resume` finds it)."""
-    local = uri != "-" and not storage.is_s3(uri) and not storage.is_http(uri)
-    if local and not uri.endswith(".gz"):
+    if storage.is_local(uri) and not storage.compressed(uri):
         return uri
     digest = hashlib.sha256(uri.encode()).hexdigest()[:16]
     return str(Path(tmp_dir) / f"batch-{digest}.jsonl")

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import botocore.exceptions
 
-from deploy import aws_plan, aws_run, fleet, fleet_jobs, split, storage
+from deploy import aws_plan, aws_run, fleet, split, storage
 from deploy.aws_plan import Call, ModelSource
 from deploy.fleet_jobs import LocalJobs, SageMakerJobs, TransformSettings
 from deploy.instances import TRANSFORM_FAMILIES, gpu_count
@@ -193,38 +193,10 @@ def fleet_batch(args: argparse.Namespace) -> int:
         args.shard_lines,
         args.instance_price,
     )
-    jobs: fleet_jobs.Jobs
-    if args.local:
-        jobs = LocalJobs(args.local, settings)
-    else:
-        if not (args.image and args.instance_type and _has_model(args)):
-            raise SystemExit(
-                "deploy: batch on SageMaker needs --image, --instance-type and a model "
-                "(--model-id, --model-data or --model-prefix); or give --local URL..."
-            )
-        _check_transform(args)
-        model = aws_plan.create_model(
-            args.name,
-            args.image,
-            _source(args),
-            aws_plan.model_env(_env(args.env), args.instance_type),
-            _role(args),
-        )
-        sagemaker = SageMakerJobs(
-            args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
-        )
-        if args.dry_run:
-            layout = fleet.Layout(args.work_prefix)
-            plan = fleet.prepare(
-                args.input_file, layout, batch.instances, batch.shard_lines, dry_run=True
-            )
-            aws_run.execute([model, *fleet.planned_calls(plan, layout, sagemaker, args.name)], True)
-            return 0
-        if not _model_exists(args.name):
-            aws_run.execute([model], False)
-        jobs = sagemaker
     try:
-        return asyncio.run(fleet.run(batch, jobs))
+        if args.local:
+            return asyncio.run(fleet.run(batch, LocalJobs(args.local, settings)))
+        return _fleet_on_sagemaker(args, batch, settings)
     except fleet.Unusable as error:
         print(f"deploy: {error}", file=sys.stderr)
         return 2
@@ -235,6 +207,37 @@ def fleet_batch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _fleet_on_sagemaker(
+    args: argparse.Namespace, batch: fleet.FleetBatch, settings: TransformSettings
+) -> int:
+    """The shards as transform jobs: only the plan with --dry-run, else the model (made once)
+    and the run."""
+    if not (args.image and args.instance_type and _has_model(args)):
+        raise SystemExit(
+            "deploy: batch on SageMaker needs --image, --instance-type and a model "
+            "(--model-id, --model-data or --model-prefix); or give --local URL..."
+        )
+    _check_transform(args)
+    model = aws_plan.create_model(
+        args.name,
+        args.image,
+        _source(args),
+        aws_plan.model_env(_env(args.env), args.instance_type),
+        _role(args),
+    )
+    jobs = SageMakerJobs(
+        args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
+    )
+    if args.dry_run:
+        plan = fleet.preview(batch)
+        calls = fleet.planned_calls(plan, fleet.Layout(batch.work), jobs, args.name)
+        aws_run.execute([model, *calls], True)
+        return 0
+    if not _model_exists(args.name):
+        aws_run.execute([model], False)
+    return asyncio.run(fleet.run(batch, jobs))
 
 
 def _has_model(args: argparse.Namespace) -> bool:

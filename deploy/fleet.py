@@ -7,7 +7,8 @@
 2. Run: shards without output run as transform jobs (one instance each) in waves of
    `--instance-count` jobs. Before each wave the cancel marker is read (`--cancel` writes it);
    after a cancel or Ctrl-C no new wave starts and every finished shard's output is kept.
-3. Merge: the input is read again in order; each line's answer comes from its shard's `.out`, or
+3. Merge: the input is read again in order (a remote input is downloaded once per run and read
+   from that local copy); each line's answer comes from its shard's `.out`, or
    is an error line (refused at step 1, shard failed, shard not run). Output and error files are
    written whole at every run, so a rerun that finishes the missing shards completes them.
 
@@ -77,11 +78,22 @@ def fingerprint(uri: str) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def prepare(uri: str, layout: Layout, instances: int, shard_lines: int, dry_run: bool) -> Plan:
-    """The plan for `uri`: the one under the work prefix when it was made from the same file,
+@dataclass(frozen=True)
+class Source:
+    """The batch file: the URI it was given as, and the local path this run reads it from."""
+
+    uri: str
+    path: str
+
+
+def prepare(
+    source: Source, layout: Layout, instances: int, shard_lines: int, dry_run: bool
+) -> Plan:
+    """The plan for `source`: the one under the work prefix when it was made from the same file,
     else a new one with its shards written (nothing is written for a dry run)."""
+    uri = source.uri
     _say(f"checking {uri}")
-    found = fingerprint(uri)
+    found = fingerprint(source.path)
     plan_uri = layout.at(PLAN)
     if storage.exists(plan_uri):
         with storage.reading(plan_uri) as existing:
@@ -95,7 +107,7 @@ def prepare(uri: str, layout: Layout, instances: int, shard_lines: int, dry_run:
         return plan
     lines = requests = 0
     faults: list[str] = []
-    for item in checked(uri):
+    for item in checked(source.path):
         lines += 1
         if item.fault is None:
             requests += 1
@@ -111,13 +123,13 @@ def prepare(uri: str, layout: Layout, instances: int, shard_lines: int, dry_run:
         f"of about {sizes[0]} lines"
     )
     if not dry_run:
-        write_shards(uri, plan, layout)
+        write_shards(source.path, plan, layout)
         save(plan, layout)
     return plan
 
 
-def write_shards(uri: str, plan: Plan, layout: Layout) -> None:
-    valid = (item.raw for item in checked(uri) if item.fault is None)
+def write_shards(path: str, plan: Plan, layout: Layout) -> None:
+    valid = (item.raw for item in checked(path) if item.fault is None)
     for shard in plan.shards:
         with storage.written(layout.at(f"shards/{shard.name}/{INPUT_NAME}")) as sink:
             for _ in range(shard.lines):
@@ -249,11 +261,7 @@ def report(summary: Summary, plan: Plan, price: float | None, complete: bool) ->
     hours = instance_hours(plan)
     cost = f", about ${hours * price:.2f} at ${price:g}/instance-hour" if price else ""
     state = "" if complete else " (incomplete: run the same command again to finish)"
-    return (
-        f"{summary.lines} lines ({summary.succeeded} succeeded, {summary.failed} failed), "
-        f"{summary.prompt_tokens} prompt + {summary.completion_tokens} completion tokens, "
-        f"{hours:.3f} instance-hours{cost}{state}"
-    )
+    return f"{summary.counts()}, {hours:.3f} instance-hours{cost}{state}"
 
 
 def _say(text: str) -> None:
@@ -271,20 +279,32 @@ class FleetBatch:
     shard_lines: int = DEFAULT_SHARD_LINES
     price: float | None = None
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """Instances and the most lines a shard holds: what the shards are cut by."""
+        return self.instances, self.shard_lines
+
+
+def preview(batch: FleetBatch) -> Plan:
+    """The plan a run would follow; nothing is written."""
+    with storage.local_copy(batch.input) as path:
+        return prepare(Source(batch.input, path), Layout(batch.work), *batch.shape, dry_run=True)
+
 
 async def run(batch: FleetBatch, jobs: Jobs) -> int:
     """Prepare, run and merge; 0 when every line has an answer from its shard's job."""
     layout = Layout(batch.work)
-    plan = prepare(batch.input, layout, batch.instances, batch.shard_lines, False)
-    with contextlib.suppress(FileNotFoundError):
-        storage.remove(layout.at(CANCEL))
-    finished = False
-    try:
-        finished = await run_waves(plan, layout, jobs, batch.name)
-    finally:
-        summary = merge(plan, layout, batch.input, batch.output, batch.error_file)
-        complete = finished and not pending(plan, layout)
-        _say(report(summary, plan, batch.price, complete))
+    with storage.local_copy(batch.input) as path:
+        plan = prepare(Source(batch.input, path), layout, *batch.shape, dry_run=False)
+        with contextlib.suppress(FileNotFoundError):
+            storage.remove(layout.at(CANCEL))
+        finished = False
+        try:
+            finished = await run_waves(plan, layout, jobs, batch.name)
+        finally:
+            summary = merge(plan, layout, path, batch.output, batch.error_file)
+            complete = finished and not pending(plan, layout)
+            _say(report(summary, plan, batch.price, complete))
     return 0 if complete else 1
 
 

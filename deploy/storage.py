@@ -201,6 +201,32 @@ def _download(uri: str, into: IO[bytes]) -> None:
         raise Unreachable(f"cannot read {uri}: {error}") from None
 
 
+def compressed(uri: str) -> bool:
+    return uri.split("?", 1)[0].endswith(".gz")
+
+
+def is_local(uri: str) -> bool:
+    return uri != "-" and not is_s3(uri) and not is_http(uri)
+
+
+@contextlib.contextmanager
+def local_copy(uri: str) -> Iterator[str]:
+    """A local path with `uri`'s bytes, for a caller that reads them several times: a local
+    file itself, else one download (or stdin, read once) into a temporary file removed on exit.
+    The copy stays as it was sent (`.gz` stays compressed, and in the name)."""
+    if is_local(uri):
+        yield uri
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        path = str(Path(directory) / ("input.jsonl.gz" if compressed(uri) else "input.jsonl"))
+        with open(path, "wb") as copy:
+            if uri == "-":
+                shutil.copyfileobj(sys.stdin.buffer, copy)
+            else:
+                _download(uri, copy)
+        yield path
+
+
 @contextlib.contextmanager
 def reading(uri: str) -> Iterator[IO[bytes]]:
     """`uri` opened for binary reading, decompressed when its name ends in `.gz`."""
@@ -216,7 +242,7 @@ def reading(uri: str) -> Iterator[IO[bytes]]:
                 raw = stack.enter_context(open(uri, "rb"))
             except OSError as error:
                 raise Unreachable(f"cannot read {uri}: {error.strerror}") from None
-        if uri.split("?", 1)[0].endswith(".gz"):
+        if compressed(uri):
             raw = stack.enter_context(gzip.open(raw, "rb"))
         yield raw
 
@@ -225,10 +251,10 @@ def publish(staged: str, uri: str) -> None:
     """Deliver a finished local file to `uri`, compressing it when the name ends in `.gz`."""
     source = staged
     with contextlib.ExitStack() as stack:
-        if uri.split("?", 1)[0].endswith(".gz"):
+        if compressed(uri):
             packed = stack.enter_context(tempfile.NamedTemporaryFile(suffix=".gz"))
-            with open(staged, "rb") as plain, gzip.open(packed, "wb") as compressed:
-                shutil.copyfileobj(plain, compressed)
+            with open(staged, "rb") as plain, gzip.open(packed, "wb") as packing:
+                shutil.copyfileobj(plain, packing)
             packed.flush()
             source = packed.name
         if uri == "-":

@@ -2,6 +2,7 @@
 on local containers (`--local`) and on "SageMaker" (moto, with tests/transform_emulator.py doing
 each job's work with the local transform runner against real containers)."""
 
+import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
+from deploy import storage
 from deploy.shards import MAX_JOB_NAME, job_name, shard_sizes
 from tests import cli
 from tests.json_lines import parse_lines
@@ -226,6 +228,26 @@ def test_a_file_with_no_valid_line_starts_nothing(tmp_path: Path) -> None:
     assert "no valid request line (2 lines)" in done.stderr
     assert "line 1: missing_required_parameter" in done.stderr
     assert not (tmp_path / "work").exists() and not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_remote_input_is_downloaded_once_and_read_from_the_copy(
+    aws: dict[str, str], tmp_path: Path
+) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="copy")
+    lines = jsonl([request(i) for i in range(3)])
+    s3.put_object(Bucket="copy", Key="in.jsonl.gz", Body=gzip.compress(lines))
+    with storage.local_copy("s3://copy/in.jsonl.gz") as path:
+        s3.delete_object(Bucket="copy", Key="in.jsonl.gz")
+        for _ in range(2):
+            with storage.reading(path) as copy:
+                assert copy.read() == lines
+    assert not Path(path).exists()
+    local = tmp_path / "in.jsonl"
+    local.write_bytes(lines)
+    with storage.local_copy(str(local)) as path:
+        assert path == str(local)
+    assert local.exists()
 
 
 @pytest.mark.parametrize(
