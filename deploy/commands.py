@@ -202,7 +202,7 @@ def fleet_batch(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         print(
-            "deploy: stopped; no new wave starts. Transform jobs already started keep running; "
+            "deploy: stopped; no new job starts. Transform jobs already started keep running; "
             "run the same command again to collect them and finish the rest",
             file=sys.stderr,
         )

@@ -4,9 +4,10 @@
    will be error lines, and a file with no valid request stops here, before anything is spent.
    The valid lines are written as shards under the work prefix (`shards/shard-NNNNN/input.jsonl`)
    beside `plan.json`. A plan already there is reused when the input is the same file.
-2. Run: shards without output run as transform jobs (one instance each) in waves of
-   `--instance-count` jobs. Before each wave the cancel marker is read (`--cancel` writes it);
-   after a cancel or Ctrl-C no new wave starts and every finished shard's output is kept.
+2. Run: shards without output run as transform jobs (one instance each), `--instance-count` at a
+   time; when a job ends its slot takes the next shard. Before each later start the cancel marker
+   is read (`--cancel` writes it); after a cancel or Ctrl-C no new job starts and every finished
+   shard's output is kept.
 3. Merge: the input is read again in order (a remote input is downloaded once per run and read
    from that local copy); each line's answer comes from its shard's `.out`, or
    is an error line (refused at step 1, shard failed, shard not run). Output and error files are
@@ -17,6 +18,7 @@ SageMaker jobs or local containers do the work (`deploy.fleet_jobs`); everything
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import hashlib
 import sys
@@ -150,28 +152,63 @@ def pending(plan: Plan, layout: Layout) -> list[Shard]:
     return [shard for shard in plan.shards if not storage.exists(layout.shard_out_file(shard))]
 
 
-async def run_waves(plan: Plan, layout: Layout, jobs: Jobs, name: str) -> bool:
-    """Run the pending shards in waves of `jobs.slots`; False when a cancel stopped them."""
-    todo = pending(plan, layout)
-    waves = [todo[i : i + jobs.slots] for i in range(0, len(todo), jobs.slots)]
-    for number, wave in enumerate(waves, start=1):
-        if cancelled(layout):
-            _say(f"cancelled: {len(todo) - (number - 1) * jobs.slots} shards not started")
-            return False
-        _say(f"wave {number} of {len(waves)}: {', '.join(s.name for s in wave)}")
+async def run_shards(plan: Plan, layout: Layout, jobs: Jobs, name: str) -> bool:
+    """Run the pending shards, `jobs.slots` at a time: the first ones start together, and a slot
+    whose job ends takes the next shard at once, so shards that take uneven time keep every
+    instance busy. Shards whose job an earlier run started go first (they are waited for, not
+    started again). Before every later start the cancel marker is read; False when a cancel left
+    shards unstarted."""
+    todo = sorted(pending(plan, layout), key=lambda shard: not attachable(shard, jobs))
+    if cancelled(layout):
+        _say(f"cancelled: {len(todo)} shards not started")
+        return False
+    _say(f"{len(todo)} shards to run, {jobs.slots} at a time")
+    queue = collections.deque(todo)
+    stopped = False
 
-        async def one(slot: int, shard: Shard) -> None:
-            last = shard.last
-            if last is None or last.status is not None or not jobs.can_attach:
-                last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
-                shard.jobs.append(last)
-            spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), slot)
-            await jobs.run(spec, last, lambda: save(plan, layout))
-            save(plan, layout)
-            _say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
+    async def slot(number: int, shard: Shard) -> None:
+        nonlocal stopped
+        while True:
+            await run_shard(plan, layout, jobs, name, JobSlot(number, shard))
+            if not queue or stopped:
+                return
+            if cancelled(layout):
+                stopped = True
+                _say(f"cancelled: {len(queue)} shards not started")
+                return
+            shard = queue.popleft()
 
-        await asyncio.gather(*(one(slot, shard) for slot, shard in enumerate(wave)))
-    return True
+    firsts = [queue.popleft() for _ in range(min(jobs.slots, len(queue)))]
+    await asyncio.gather(*(slot(number, shard) for number, shard in enumerate(firsts)))
+    return not stopped
+
+
+def attachable(shard: Shard, jobs: Jobs) -> bool:
+    """Whether the shard's last job was started by an earlier run and may still be running."""
+    return jobs.can_attach and shard.last is not None and shard.last.status is None
+
+
+@dataclass(frozen=True)
+class JobSlot:
+    """A shard and the slot (instance, or local container) it runs on."""
+
+    number: int
+    shard: Shard
+
+
+async def run_shard(plan: Plan, layout: Layout, jobs: Jobs, name: str, at: JobSlot) -> None:
+    """Run one shard's job (or wait for the one an earlier run started), recording it in the plan
+    as soon as it exists and again when it ends."""
+    shard = at.shard
+    last = shard.last
+    if last is None or not attachable(shard, jobs):
+        last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
+        shard.jobs.append(last)
+    spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), at.number)
+    _say(f"{shard.name}: {last.name} on slot {at.number + 1} of {jobs.slots}")
+    await jobs.run(spec, last, lambda: save(plan, layout))
+    save(plan, layout)
+    _say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
 
 
 def planned_calls(plan: Plan, layout: Layout, jobs: SageMakerJobs, name: str) -> list[Call]:
@@ -300,7 +337,7 @@ async def run(batch: FleetBatch, jobs: Jobs) -> int:
             storage.remove(layout.at(CANCEL))
         finished = False
         try:
-            finished = await run_waves(plan, layout, jobs, batch.name)
+            finished = await run_shards(plan, layout, jobs, batch.name)
         finally:
             summary = merge(plan, layout, path, batch.output, batch.error_file)
             complete = finished and not pending(plan, layout)
@@ -311,7 +348,7 @@ async def run(batch: FleetBatch, jobs: Jobs) -> int:
 def cancel(work: str) -> int:
     with storage.written(Layout(work).at(CANCEL)) as marker:
         marker.write(b"cancel\n")
-    _say(f"no new wave will start for {work}; running jobs finish and their output is kept")
+    _say(f"no new job will start for {work}; running jobs finish and their output is kept")
     return 0
 
 
@@ -338,7 +375,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--instance-price", type=float, metavar="USD", help="price of one instance-hour"
     )
     parser.add_argument(
-        "--cancel", action="store_true", help="start no new wave for this --work-prefix"
+        "--cancel", action="store_true", help="start no new job for this --work-prefix"
     )
     parser.add_argument(
         "--local",

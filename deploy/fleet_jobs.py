@@ -28,7 +28,7 @@ class JobSpec:
 
 
 class Jobs(Protocol):
-    # How many shards run at once (a wave), and whether a job started by an earlier run can be
+    # How many shards run at once (one per slot), and whether a job started by an earlier run can be
     # waited for instead of started again.
     slots: int
     can_attach: bool

@@ -2,17 +2,20 @@
 on local containers (`--local`) and on "SageMaker" (moto, with tests/transform_emulator.py doing
 each job's work with the local transform runner against real containers)."""
 
+import asyncio
 import gzip
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from deploy import storage
-from deploy.shards import MAX_JOB_NAME, job_name, shard_sizes
+from deploy import fleet, storage
+from deploy.fleet_jobs import JobSpec
+from deploy.shards import MAX_JOB_NAME, Job, Plan, Shard, job_name, shard_sizes
 from tests import cli
 from tests.json_lines import parse_lines
 from tests.servers import Server
@@ -123,8 +126,8 @@ def test_a_failed_shard_is_in_the_error_file_and_a_rerun_runs_only_it(
         env = {"AWS_ENDPOINT_URL_SAGEMAKER": url, "SAGEMAKER_ROLE_ARN": ROLE}
         first = deploy("batch", *args, env=env)
         assert first.returncode == 1, first.stderr
-        assert "wave 1 of 2: shard-00000, shard-00001" in first.stderr
-        assert "wave 2 of 2: shard-00002" in first.stderr
+        assert "3 shards to run, 2 at a time" in first.stderr
+        assert "shard-00002: fleet-fail-00002-1 on slot" in first.stderr
         assert fleet.created == {"shard-00000": 1, "shard-00001": 1, "shard-00002": 1}
         jobs = boto3.client("sagemaker").list_transform_jobs(NameContains="fleet-fail")
         assert sorted(j["TransformJobName"] for j in jobs["TransformJobSummaries"]) == [
@@ -147,7 +150,7 @@ def test_a_failed_shard_is_in_the_error_file_and_a_rerun_runs_only_it(
     assert "30 succeeded, 2 failed" in second.stderr
 
 
-def test_a_cancel_stops_the_next_wave_and_keeps_the_finished_shards(
+def test_a_cancel_starts_no_new_job_and_keeps_the_finished_shards(
     chat_server: Server, batch_server: Server, aws: dict[str, str], tmp_path: Path
 ) -> None:
     args = fleet_args("fleet-cancel", tmp_path)
@@ -178,6 +181,65 @@ def test_a_cancel_stops_the_next_wave_and_keeps_the_finished_shards(
         assert second.returncode == 0, second.stderr
         assert fleet.created == {"shard-00000": 1, "shard-00001": 1, "shard-00002": 1}
     assert len(read_s3("s3://fleet-cancel/out/output.jsonl")) == 30
+
+
+class SlowFirstShard:
+    """Jobs on two slots: shard 0's job runs until shard `releaser`'s job starts; the others end
+    at once. `on_start` runs as each job starts."""
+
+    slots = 2
+    can_attach = False
+
+    def __init__(self, releaser: int, on_start: Callable[[int], None] = lambda _: None) -> None:
+        self.releaser = releaser
+        self.on_start = on_start
+        self.release = asyncio.Event()
+        self.log: list[tuple[str, int, int]] = []
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        started()
+        shard = int(spec.name.split("-")[-2])
+        self.log.append(("start", shard, spec.slot))
+        self.on_start(shard)
+        if shard == self.releaser:
+            self.release.set()
+        if shard == 0:
+            await self.release.wait()
+        job.status = "Completed"
+        self.log.append(("end", shard, spec.slot))
+
+
+def run_slots(tmp_path: Path, jobs: SlowFirstShard) -> bool:
+    plan = Plan("in.jsonl", "sha256:0", 4, 4, [Shard(i, 1) for i in range(4)])
+    layout = fleet.Layout(str(tmp_path / "work"))
+    return asyncio.run(asyncio.wait_for(fleet.run_shards(plan, layout, jobs, "b"), 10))
+
+
+def test_a_slot_takes_the_next_shard_as_soon_as_its_job_ends(tmp_path: Path) -> None:
+    """Shards 1, 2 and 3 run one after another on slot 1 while shard 0 still runs on slot 0
+    (waves would wait for shard 0 before starting shard 2, and time out here)."""
+    jobs = SlowFirstShard(releaser=3)
+    assert run_slots(tmp_path, jobs)
+    assert jobs.log == [
+        ("start", 0, 0),
+        ("start", 1, 1),
+        ("end", 1, 1),
+        ("start", 2, 1),
+        ("end", 2, 1),
+        ("start", 3, 1),
+        ("end", 3, 1),
+        ("end", 0, 0),
+    ]
+
+
+def test_a_cancel_lets_running_jobs_end_and_starts_no_other(tmp_path: Path) -> None:
+    def cancel_at_shard_1(shard: int) -> None:
+        if shard == 1:
+            fleet.cancel(str(tmp_path / "work"))
+
+    jobs = SlowFirstShard(releaser=1, on_start=cancel_at_shard_1)
+    assert not run_slots(tmp_path, jobs)
+    assert sorted(jobs.log) == [("end", 0, 0), ("end", 1, 1), ("start", 0, 0), ("start", 1, 1)]
 
 
 def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -> None:
