@@ -155,15 +155,19 @@ def test_a_cancel_starts_no_new_job_and_keeps_the_finished_shards(
 ) -> None:
     args = fleet_args("fleet-cancel", tmp_path)
 
-    def cancel_once_started(job: str) -> None:
-        if job.endswith("-00000-1"):
+    def cancel_before_the_first_jobs_run(job: str) -> None:
+        """Neither first job runs before the cancel is written, so no slot can come free and
+        start shard 2 first."""
+        if job.endswith(("-00000-1", "-00001-1")):
             done = deploy(
                 "batch", "--cancel", *cli.options(name="x", work_prefix="s3://fleet-cancel/work/")
             )
             assert done.returncode == 0, done.stderr
 
     fleet = Fleet(
-        aws["AWS_ENDPOINT_URL"], [chat_server.url, batch_server.url], on_create=cancel_once_started
+        aws["AWS_ENDPOINT_URL"],
+        [chat_server.url, batch_server.url],
+        on_create=cancel_before_the_first_jobs_run,
     )
     with transform_emulator(fleet) as url:
         env = {"AWS_ENDPOINT_URL_SAGEMAKER": url, "SAGEMAKER_ROLE_ARN": ROLE}

@@ -6,7 +6,7 @@ accepts is also run, on a thread, by the local transform runner against one of t
 containers (in turn), reading and writing moto's S3; until it ends, `DescribeTransformJob` says
 `InProgress`, then `Completed`, or `Failed` with a reason. A job whose input names a shard in
 `fail` fails without output, as a transform job whose container failed does. `on_create` is
-called with each job's name once it exists.
+called with each job's name once it exists, before it runs.
 """
 
 import asyncio
@@ -69,9 +69,9 @@ class Fleet:
             with self.lock:
                 self.jobs[name].update(ended)
 
-        threading.Thread(target=work, daemon=True).start()
         if self.on_create is not None:
             self.on_create(name)
+        threading.Thread(target=work, daemon=True).start()
 
 
 def _handler(fleet: Fleet) -> type[http.server.BaseHTTPRequestHandler]:
