@@ -194,6 +194,9 @@ def fleet_batch(args: argparse.Namespace) -> int:
         args.instance_price,
     )
     try:
+        if args.local and args.dry_run:
+            sys.stdout.buffer.write(fleet.preview(batch).to_json() + b"\n")
+            return 0
         if args.local:
             return asyncio.run(fleet.run(batch, LocalJobs(args.local, settings)))
         return _fleet_on_sagemaker(args, batch, settings)

@@ -276,6 +276,30 @@ def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -
     assert jobs[2]["TransformOutput"]["S3OutputPath"] == "s3://dry/work/output/shard-00002/"
 
 
+def test_a_local_dry_run_prints_the_shards_and_runs_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(jsonl(thirty_two_lines()))
+    done = deploy(
+        "batch",
+        "--dry-run",
+        "--local",
+        "http://127.0.0.1:9",
+        "http://127.0.0.1:9",
+        *cli.options(
+            name="try",
+            input_file=str(source),
+            output_file=str(tmp_path / "out.jsonl"),
+            work_prefix=str(tmp_path / "work"),
+            shard_lines="10",
+        ),
+    )
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert (plan["lines"], plan["requests"]) == (32, 30)
+    assert [shard["lines"] for shard in plan["shards"]] == [10, 10, 10]
+    assert not (tmp_path / "work").exists() and not (tmp_path / "out.jsonl").exists()
+
+
 def test_a_file_with_no_valid_line_starts_nothing(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(b'{"custom_id": "a"}\n{broken\n')
