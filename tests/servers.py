@@ -56,14 +56,23 @@ class Server:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def metric(self, name: str, headers: Mapping[str, str] | None = None) -> float:
-        """The sum of a gauge or counter over its labels, from vLLM's /metrics."""
-        text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
+        """The sum of a gauge or counter over its labels, from vLLM's /metrics (a route that
+        runs in a thread pool: it took up to 8 s while a stream was running on 2 busy cores)."""
+        text = httpx.get(self.url + "/metrics", headers=headers, timeout=60).text
         pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
         return sum(float(value) for value in re.findall(pattern, text, re.MULTILINE))
 
     def in_engine(self) -> float:
         """Requests the engine is running or has queued."""
         return self.metric("vllm:num_requests_running") + self.metric("vllm:num_requests_waiting")
+
+    def wait_idle(self, timeout: float) -> float:
+        """Seconds until the engine runs and queues nothing (fails after `timeout`)."""
+        started = time.monotonic()
+        while self.in_engine() > 0:
+            assert time.monotonic() - started < timeout, "the engine is still busy"
+            time.sleep(0.2)
+        return time.monotonic() - started
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout

@@ -188,14 +188,6 @@ def test_engine_errors_pass_through(chat_server: Server) -> None:
     assert routed.json()["error"]["message"] == direct.json()["error"]["message"]
 
 
-def metric(server: Server, name: str) -> float:
-    """The sum of one of vLLM's Prometheus series (over its labels)."""
-    lines = httpx.get(server.url + "/metrics", timeout=60).text.splitlines()
-    return sum(
-        float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith((name + "{", name + " "))
-    )
-
-
 def test_a_stream_is_whole_and_ends_with_done(chat_server: Server) -> None:
     body = {"prompt": "The quick brown", "max_tokens": 16, "stream": True, "ignore_eos": True}
     reply = invoke(chat_server, body)
@@ -216,7 +208,7 @@ def test_streaming_events_arrive_as_they_are_made(chat_server: Server) -> None:
         "stream": True,
         "ignore_eos": True,
     }
-    before = metric(chat_server, "vllm:generation_tokens_total")
+    before = chat_server.metric("vllm:generation_tokens_total")
     events = 0
     with httpx.stream("POST", chat_server.url + "/invocations", json=body, timeout=120) as reply:
         assert reply.status_code == 200
@@ -224,10 +216,8 @@ def test_streaming_events_arrive_as_they_are_made(chat_server: Server) -> None:
             events += chunk.count(b"data: ")
             if events >= 5:
                 break
-    deadline = time.monotonic() + 60
-    while metric(chat_server, "vllm:num_requests_running") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    generated = metric(chat_server, "vllm:generation_tokens_total") - before
+    chat_server.wait_idle(60)
+    generated = chat_server.metric("vllm:generation_tokens_total") - before
     assert 5 <= generated < max_tokens / 2, (
         f"{generated} tokens generated for a client gone after 5"
     )

@@ -158,33 +158,22 @@ def test_records_carry_the_api_key_and_route(score_server: Server) -> None:
 
 
 def test_lines_stream_out_as_each_prefix_finishes(chat_server: Server) -> None:
-    body = jsonl(
-        [{"prompt": "short", "max_tokens": 1}, {**LONG, "max_tokens": 500, "min_tokens": 500}]
-    )
+    """The client reads the first line and hangs up: the engine stops the second record far
+    short of its 3,000 tokens, so the first line was sent before the second record was done.
+    (Arrival times prove nothing on 2 busy cores, where the test process can be descheduled.)"""
+    body = jsonl([{"prompt": "short", "max_tokens": 1}, LONG])
+    before = chat_server.metric("vllm:generation_tokens_total")
     with (
         httpx.Client(timeout=120) as client,
         client.stream(
             "POST", chat_server.url + "/invocations", content=body, headers=JSON_LINES
         ) as response,
     ):
-        lines = response.iter_lines()
-        first = json.loads(next(lines))
-        first_at = time.monotonic()
-        second = json.loads(next(lines))
-        second_at = time.monotonic()
+        first = json.loads(next(response.iter_lines()))
     assert first["usage"]["completion_tokens"] == 1
-    assert second["usage"]["completion_tokens"] == 500
-    # 500 tokens take over a second here: the first line was not held back for the second.
-    assert second_at - first_at > 0.5
-
-
-def wait_idle(server: Server, timeout: float) -> float:
-    """Seconds until the engine runs and queues nothing (fails after `timeout`)."""
-    started = time.monotonic()
-    while server.in_engine() > 0:
-        assert time.monotonic() - started < timeout, "the engine is still busy"
-        time.sleep(0.2)
-    return time.monotonic() - started
+    chat_server.wait_idle(60)
+    generated = chat_server.metric("vllm:generation_tokens_total") - before
+    assert generated < 1 + LONG["max_tokens"] / 2, f"{generated} tokens for a client gone after 1"
 
 
 def test_an_abandoned_mini_batch_is_aborted_on_the_engine(chat_server: Server) -> None:
@@ -200,7 +189,7 @@ def test_an_abandoned_mini_batch_is_aborted_on_the_engine(chat_server: Server) -
         while chat_server.in_engine() < 128:
             assert time.monotonic() < deadline, "the records never all reached the engine"
             time.sleep(0.2)
-    assert wait_idle(chat_server, 15) < 15
+    chat_server.wait_idle(15)
 
 
 def test_execution_parameters_default(chat_server: Server) -> None:
@@ -259,7 +248,7 @@ def test_records_past_the_deadline_time_out_alone(batch_server: Server) -> None:
     assert [line["error"]["code"] for line in lines[1:]] == ["timeout"] * 8
     assert all(line["error"]["type"] == "timeout_error" for line in lines[1:])
     assert elapsed < float(BATCH_ENV["SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS"]) + 3
-    assert wait_idle(batch_server, 5) < 5
+    batch_server.wait_idle(5)
 
 
 def test_an_empty_json_lines_body_is_one_bad_record(batch_server: Server) -> None:
