@@ -10,7 +10,6 @@ and passes everything else to vLLM untouched.
 """
 
 import asyncio
-import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -21,6 +20,7 @@ from handler.batches.window import LiveTraffic
 from handler.config import Config
 from handler.errors import RequestError
 from handler.invocations import CUSTOM_ATTRIBUTES, Invocations
+from handler.lifecycle import StopRequests
 from handler.logs import logger
 from handler.messages import header, respond, respond_error, too_large
 from handler.pipeline import Pipeline
@@ -53,6 +53,7 @@ class SageMakerMiddleware:
         self.invocations = Invocations(self.config, pipeline)
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
         self.live = LiveTraffic()
+        self.stops = StopRequests()
         self.batch_api = batch_routes.BatchRoutes(
             self.config.batch_api, pipeline, self.live, self.config.api_keys
         )
@@ -72,7 +73,7 @@ class SageMakerMiddleware:
 
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         """vLLM's lifespan, with the batch scheduler started once the server is up and stopped
-        before vLLM shuts down."""
+        before vLLM shuts down. A shutdown nobody asked for ends the process with status 1."""
 
         async def on_receive() -> Message:
             message = await receive()
@@ -82,7 +83,10 @@ class SageMakerMiddleware:
 
         async def on_send(message: Message) -> None:
             if message["type"] == "lifespan.startup.complete":
+                self.stops.watch()
                 await self.batch_api.startup(scope)
+            if message["type"] == "lifespan.shutdown.complete":
+                self.stops.exit_unless_requested("vLLM stopped unasked (its engine died)")
             await send(message)
 
         await self.app(scope, on_receive, on_send)
@@ -128,8 +132,8 @@ class SageMakerMiddleware:
         """200 with an empty body when the engine answers vLLM's /health, else 503.
 
         Answers within PING_TIMEOUT_S whatever the load. When the engine is dead for good the
-        process exits non-zero, so SageMaker replaces the instance instead of keeping a broken
-        endpoint InService.
+        process exits with status 1 (unless it is already stopping on request), so SageMaker
+        replaces the instance instead of keeping a broken endpoint InService.
         """
         try:
             reply = await asyncio.wait_for(
@@ -141,5 +145,6 @@ class SageMakerMiddleware:
             reply, status = None, 503
         await respond(send, status, b"", content_type=b"text/plain")
         if reply is not None and reply.status == 503:
-            logger.error("the engine is dead; exiting so SageMaker replaces this instance")
-            asyncio.get_running_loop().call_later(EXIT_DELAY_S, os._exit, 1)
+            asyncio.get_running_loop().call_later(
+                EXIT_DELAY_S, self.stops.exit_unless_requested, "the engine is dead"
+            )

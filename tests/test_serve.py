@@ -149,10 +149,10 @@ def test_ping_is_not_in_the_access_log(embed_server: servers.Server) -> None:
 
 @pytest.fixture(scope="module")
 def disposable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, servers.Server]]:
-    """Two embedders the tests below may stop or break, started together."""
+    """Three embedders the tests below may stop or break, started together."""
     model = embedder_path()
     with servers.running(
-        {"term": model, "dead": model}, tmp_path_factory.mktemp("disposable")
+        {"term": model, "dead": model, "unwatched": model}, tmp_path_factory.mktemp("disposable")
     ) as running:
         yield running
 
@@ -170,17 +170,21 @@ def test_sigterm_stops_the_server_and_its_engine(disposable: dict[str, servers.S
     assert any("EngineCore" in " ".join(p.cmdline()) for p in family)
     started = time.monotonic()
     server.process.terminate()
-    server.process.wait(timeout=30)
+    assert server.process.wait(timeout=30) == 0, "a requested stop is a clean exit"
     assert time.monotonic() - started < 30
     time.sleep(1)
     assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_dead_engine_fails_ping_and_exits_non_zero(disposable: dict[str, servers.Server]) -> None:
-    server = disposable["dead"]
+def kill_engine(server: servers.Server) -> None:
     [engine] = [p for p in engine_family(server) if "EngineCore" in " ".join(p.cmdline())]
     engine.kill()
     engine.wait(10)
+
+
+def test_dead_engine_fails_ping_and_exits_non_zero(disposable: dict[str, servers.Server]) -> None:
+    server = disposable["dead"]
+    kill_engine(server)
     deadline = time.monotonic() + 10
     statuses = []
     while server.process.poll() is None and time.monotonic() < deadline:
@@ -191,7 +195,17 @@ def test_dead_engine_fails_ping_and_exits_non_zero(disposable: dict[str, servers
     # once /ping has failed it never answers 200 again.
     after_first_failure = list(itertools.dropwhile(lambda status: status == 200, statuses))
     assert set(after_first_failure) <= {503}
-    assert server.process.wait(timeout=20) != 0
+    assert server.process.wait(timeout=20) == 1
+
+
+def test_a_dead_engine_nobody_pings_still_exits_non_zero(
+    disposable: dict[str, servers.Server],
+) -> None:
+    """vLLM stops its own server after its engine dies, with status 0 unless the handler says
+    otherwise: a supervisor would take that for a finished job."""
+    server = disposable["unwatched"]
+    kill_engine(server)
+    assert server.process.wait(timeout=60) == 1
 
 
 def test_ping_is_empty_and_quick(embed_server: servers.Server) -> None:
