@@ -183,7 +183,7 @@ def refused_line(checked: Checked, refusal: invoke.Refused) -> bytes:
     )
 
 
-async def answer_chunk(target: Target, chunk: list[Checked]) -> list[bytes]:
+async def chunk_lines(target: Target, chunk: list[Checked]) -> list[bytes]:
     """The output lines of a chunk, in order: known answers as they are, the rest from one
     multi-record request to the container."""
     body = b"".join(item.raw + b"\n" for item in chunk if item.fault is None)
@@ -196,13 +196,20 @@ async def answer_chunk(target: Target, chunk: list[Checked]) -> list[bytes]:
     lines = [error_line(item) if item.fault else next(answers, b"") for item in chunk]
     if any(not line for line in lines) or next(answers, None) is not None:
         raise invoke.InvocationFailed("the container's answer did not have one line per record")
-    for item, line in zip(chunk, lines, strict=True):
-        if item.fault is None and outcome(line).aborted:
+    return lines
+
+
+async def answer_chunk(target: Target, chunk: list[Checked]) -> list[tuple[bytes, Outcome]]:
+    """A chunk's output lines, each with its outcome (every line is parsed once). A line the
+    engine aborted is no answer: the run stops before anything of the chunk is written."""
+    answers = [(line, outcome(line)) for line in await chunk_lines(target, chunk)]
+    for item, (_, result) in zip(chunk, answers, strict=True):
+        if item.fault is None and result.aborted:
             raise invoke.InvocationFailed(
                 f"the engine aborted line {item.number} (is the container stopping?); "
                 "run again with --resume to answer it and the lines after it"
             )
-    return lines
+    return answers
 
 
 def count_lines(source: IO[bytes]) -> int | None:
@@ -296,16 +303,15 @@ async def run(job: BatchJob) -> Summary:
         async with target_for(job) as target:
             progress = Progress(count_lines(source), summary.lines)
 
-            async def start(chunk: list[Checked]) -> list[bytes]:
+            async def start(chunk: list[Checked]) -> list[tuple[bytes, Outcome]]:
                 return await answer_chunk(target, chunk)
 
-            def finish(chunk: list[Checked], lines: list[bytes]) -> None:
-                for line in lines:
-                    result = outcome(line)
+            def finish(chunk: list[Checked], answers: list[tuple[bytes, Outcome]]) -> None:
+                for line, result in answers:
                     summary.count(result)
                     sinks.write(line, result)
                 sinks.flush()
-                progress.update(summary, len(lines))
+                progress.update(summary, len(answers))
 
             try:
                 await in_order(

@@ -200,8 +200,8 @@ async def run_shard(plan: Plan, layout: Layout, jobs: Jobs, name: str, at: JobSl
     """Run one shard's job (or wait for the one an earlier run started), recording it in the plan
     as soon as it exists and again when it ends."""
     shard = at.shard
-    last = shard.last
-    if last is None or not attachable(shard, jobs):
+    last = shard.last if attachable(shard, jobs) else None
+    if last is None:
         last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
         shard.jobs.append(last)
     spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), at.number)

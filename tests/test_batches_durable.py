@@ -2,7 +2,7 @@
 same store, answer every custom_id exactly once and never send a finished line again.
 
 The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT) so a batch finishes in many
-waves: with the whole batch in flight, every line would finish within the same few steps and the
+rounds: with the whole batch in flight, every line would finish within the same few steps and the
 stop could not land mid-run."""
 
 import os

@@ -5,6 +5,7 @@ each job's work with the local transform runner against real containers)."""
 import asyncio
 import gzip
 import json
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -61,37 +62,49 @@ def read_s3(uri: str) -> list[dict[str, Any]]:
     return parse_lines(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
+def local_fleet(
+    tmp_path: Path, lines: bytes, *args: str, **options: str
+) -> subprocess.CompletedProcess[str]:
+    """`deploy batch ARGS` over `lines`, written to tmp_path/in.jsonl; the output goes to
+    tmp_path/out.jsonl and the work prefix is tmp_path/work."""
+    (tmp_path / "in.jsonl").write_bytes(lines)
+    return deploy(
+        "batch",
+        *args,
+        *cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(tmp_path / "out.jsonl"),
+            work_prefix=str(tmp_path / "work"),
+            **options,
+        ),
+    )
+
+
 def test_local_fleet_answers_as_one_batch_run(
     chat_server: Server, batch_server: Server, tmp_path: Path
 ) -> None:
     """3 shards on two containers give the same lines, in the same order, as `batch`."""
-    source = tmp_path / "in.jsonl"
-    source.write_bytes(jsonl(thirty_two_lines()))
-    fleet = deploy(
-        "batch",
+    fleet = local_fleet(
+        tmp_path,
+        jsonl(thirty_two_lines()),
         "--local",
         chat_server.url,
         batch_server.url,
-        *cli.options(
-            name="local",
-            input_file=str(source),
-            output_file=str(tmp_path / "fleet.jsonl"),
-            work_prefix=str(tmp_path / "work"),
-            shard_lines="10",
-        ),
+        name="local",
+        shard_lines="10",
     )
     assert fleet.returncode == 0, fleet.stderr
     assert "30 in 3 shards" in fleet.stderr
     single = cli.run(
         "batch",
         *cli.options(
-            input_file=str(source),
+            input_file=str(tmp_path / "in.jsonl"),
             output_file=str(tmp_path / "single.jsonl"),
             endpoint=chat_server.url,
         ),
     )
     assert single.returncode == 0, single.stderr
-    ours = parse_lines((tmp_path / "fleet.jsonl").read_bytes())
+    ours = parse_lines((tmp_path / "out.jsonl").read_bytes())
     theirs = parse_lines((tmp_path / "single.jsonl").read_bytes())
     assert len(ours) == 32
     assert [stable(line) for line in ours] == [stable(line) for line in theirs]
@@ -277,21 +290,15 @@ def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -
 
 
 def test_a_local_dry_run_prints_the_shards_and_runs_nothing(tmp_path: Path) -> None:
-    source = tmp_path / "in.jsonl"
-    source.write_bytes(jsonl(thirty_two_lines()))
-    done = deploy(
-        "batch",
+    done = local_fleet(
+        tmp_path,
+        jsonl(thirty_two_lines()),
         "--dry-run",
         "--local",
         "http://127.0.0.1:9",
         "http://127.0.0.1:9",
-        *cli.options(
-            name="try",
-            input_file=str(source),
-            output_file=str(tmp_path / "out.jsonl"),
-            work_prefix=str(tmp_path / "work"),
-            shard_lines="10",
-        ),
+        name="try",
+        shard_lines="10",
     )
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
@@ -301,18 +308,8 @@ def test_a_local_dry_run_prints_the_shards_and_runs_nothing(tmp_path: Path) -> N
 
 
 def test_a_file_with_no_valid_line_starts_nothing(tmp_path: Path) -> None:
-    source = tmp_path / "in.jsonl"
-    source.write_bytes(b'{"custom_id": "a"}\n{broken\n')
-    done = deploy(
-        "batch",
-        "--local",
-        "http://127.0.0.1:9",
-        *cli.options(
-            name="none",
-            input_file=str(source),
-            output_file=str(tmp_path / "out.jsonl"),
-            work_prefix=str(tmp_path / "work"),
-        ),
+    done = local_fleet(
+        tmp_path, b'{"custom_id": "a"}\n{broken\n', "--local", "http://127.0.0.1:9", name="none"
     )
     assert done.returncode == 2
     assert "no valid request line (2 lines)" in done.stderr
