@@ -1,6 +1,8 @@
 """`serve` started for the length of one run: a free local port, ready when /ping says 200."""
 
 import contextlib
+import ctypes
+import functools
 import os
 import signal
 import socket
@@ -10,11 +12,14 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
 START_TIMEOUT_S = 900.0
 POLL_S = 0.25
+# prctl(2): the signal a process gets when the thread that started it ends.
+PR_SET_PDEATHSIG = 1
 
 
 class EngineFailed(RuntimeError):
@@ -25,6 +30,29 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _die_with_parent(parent: int) -> None:
+    """Run in the child before its program starts: SIGTERM it when `parent` ends. The setting
+    survives the exec; on systems without prctl it is a no-op."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def spawn_tied(args: Sequence[str], env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
+    """Start `args` in a session of its own (a Ctrl-C at the terminal reaches the runner, which
+    stops the engine in order) that still gets SIGTERM when this process ends, however it ends
+    (`kill -9` included), so no engine outlives its run."""
+    return subprocess.Popen(
+        args,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+    )
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -41,13 +69,7 @@ def serving(model: str, extra: Sequence[str]) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="vllm-sagemaker-engine-") as tmp:
         log = Path(tmp) / "serve.log"
         with log.open("wb") as out:
-            process = subprocess.Popen(
-                [serve, *extra],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            process = spawn_tied([serve, *extra], env, out)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + START_TIMEOUT_S

@@ -11,6 +11,7 @@ from pathlib import Path
 import boto3
 import httpx
 
+from tests import processes
 from tests.servers import free_port
 
 MOTO_SERVER = str(Path(sys.executable).with_name("moto_server"))
@@ -36,7 +37,7 @@ def moto_server(log_path: Path) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = processes.spawn(
             [MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
         )
     try:
@@ -51,8 +52,7 @@ def moto_server(log_path: Path) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        process.terminate()
-        process.wait(30)
+        processes.stop(process, 30)
 
 
 def upload_dir(directory: Path, bucket: str, prefix: str) -> str:

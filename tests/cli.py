@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests import processes
+
 VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 
 
@@ -18,11 +20,6 @@ def run(
     *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None, text: bool = False
 ) -> subprocess.CompletedProcess[Any]:
     """`vllm-sagemaker ARGS` with the test's environment (plus `env`); output as str if `text`."""
-    return subprocess.run(
-        [VLLM_SAGEMAKER, *args],
-        input=stdin,
-        capture_output=True,
-        text=text,
-        timeout=900,
-        env={**os.environ, **(env or {})},
+    return processes.run(
+        [VLLM_SAGEMAKER, *args], stdin=stdin, text=text, env={**os.environ, **(env or {})}
     )

@@ -3,7 +3,6 @@
 import contextlib
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from tests import processes
 
 SERVE = str(Path(sys.executable).with_name("serve"))
 START_TIMEOUT_S = 600
@@ -91,14 +92,7 @@ class Server:
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as SageMaker sends it; SIGKILL the group if it outlives `timeout`."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return self.process.returncode
+        return processes.stop(self.process, timeout)
 
 
 def start(name: str, model: Path | str, log_dir: Path, **env: str) -> Server:
@@ -108,12 +102,11 @@ def start(name: str, model: Path | str, log_dir: Path, **env: str) -> Server:
     log_path = log_dir / f"{name}.log"
     env = {"SAGEMAKER_BATCH_STORE": str(log_dir / f"{name}-batches"), **env}
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = processes.spawn(
             [SERVE, "serve"],
             env=serve_env(model, port, **env),
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
     return Server(name, str(model), port, log_path, process)
 

@@ -7,7 +7,6 @@ container; the endpoint itself is registered in moto, where DescribeEndpoint fin
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -23,7 +22,7 @@ import pytest
 from deploy import invoke, targets
 from deploy.batch import answer_chunk, chunks, too_large
 from handler.batch_lines import Checked, Fault
-from tests import cli
+from tests import cli, processes
 from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator
 from tests.servers import Server
@@ -83,7 +82,7 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
             max_inflight="64",
         ),
     ]
-    first = subprocess.Popen(
+    first = processes.spawn(
         [cli.VLLM_SAGEMAKER, *args],
         env={**os.environ, **env},
         stderr=subprocess.PIPE,
@@ -93,8 +92,7 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
         assert first.poll() is None, first.stderr.read() if first.stderr else ""
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    processes.kill(first)
     assert output.read_bytes().count(b"\n") < 2000
 
     done = cli.run(*args, "--resume", env=env)

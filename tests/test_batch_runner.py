@@ -4,7 +4,6 @@ moto, HTTP GET/PUT, stdin/stdout, and an engine started for the run."""
 import gzip
 import http.server
 import json
-import signal
 import subprocess
 import time
 from collections import Counter
@@ -15,7 +14,7 @@ from typing import Any, ClassVar
 import boto3
 import pytest
 
-from tests import cli
+from tests import cli, processes
 from tests.json_lines import parse_lines
 from tests.local_http import serving
 from tests.servers import Server
@@ -105,15 +104,14 @@ def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_pat
         "--max-inflight",
         "64",
     ]
-    runner = subprocess.Popen([cli.VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
+    runner = processes.spawn([cli.VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
     output = tmp_path / "out.jsonl"
     deadline = time.monotonic() + 120
     while not output.exists() or output.read_bytes().count(b"\n") < 100:
         assert runner.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    runner.send_signal(signal.SIGKILL)
-    runner.wait()
+    processes.kill(runner)
     partial = output.read_bytes().count(b"\n")
     assert partial < 1500
     with output.open("ab") as torn:

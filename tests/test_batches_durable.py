@@ -5,8 +5,6 @@ The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT) so a batch fi
 rounds: with the whole batch in flight, every line would finish within the same few steps and the
 stop could not land mid-run."""
 
-import os
-import signal
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -15,7 +13,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests import servers
+from tests import processes, servers
 from tests.test_batches_api import chat_line, client, lines_of, submit, wait
 
 TOKENS = 64
@@ -107,8 +105,7 @@ def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartabl
     sdk = client(durable.running())
     batch_id = long_batch(sdk, 300)
     wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 20)
-    os.killpg(durable.server.process.pid, signal.SIGKILL)
-    durable.server.process.wait()
+    processes.kill(durable.server.process)
     answered = durable.answered(batch_id)
     assert 20 <= answered < 300
     server = durable.restart()

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from handler.lifecycle import StopRequests
+from tests import processes
 
 
 @pytest.fixture
@@ -41,11 +42,10 @@ def test_an_ignored_signal_stays_ignored(restored_handlers: None) -> None:
 
 
 def run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-c", "from handler.lifecycle import StopRequests\n" + code],
-        capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
 
 

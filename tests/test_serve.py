@@ -14,7 +14,7 @@ import openai
 import psutil
 import pytest
 
-from tests import servers
+from tests import cli, processes, servers
 from tests.conftest import AUTH
 from tests.model_factory import embedder_path
 
@@ -25,14 +25,7 @@ def run_serve(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         for k, v in os.environ.items()
         if not k.startswith(("SM_VLLM_", "HF_MODEL_ID", "SAGEMAKER_"))
     }
-    return subprocess.run(
-        [servers.SERVE, *args],
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return processes.run([servers.SERVE, *args], env={**clean, **env}, text=True, timeout=300)
 
 
 def test_dry_run_prints_the_vllm_command() -> None:
@@ -57,19 +50,11 @@ def test_dry_run_prints_the_vllm_command() -> None:
 
 
 def test_vllm_sagemaker_serve_passes_extra_arguments() -> None:
-    result = subprocess.run(
-        [
-            str(Path(servers.SERVE).with_name("vllm-sagemaker")),
-            "serve",
-            "--dry-run",
-            "--max-model-len",
-            "512",
-        ],
+    result = processes.run(
+        [cli.VLLM_SAGEMAKER, "serve", "--dry-run", "--max-model-len", "512"],
         env={**os.environ, "HF_MODEL_ID": "org/model", "SAGEMAKER_BIND_TO_PORT": "9005"},
-        capture_output=True,
         text=True,
-        timeout=60,
-        check=False,
+        timeout=300,
     )
     command = json.loads(result.stdout)
     assert command[command.index("--model") + 1] == "org/model"
