@@ -56,12 +56,18 @@ class Server:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
-    def metric(self, name: str, headers: Mapping[str, str] | None = None) -> float:
-        """The sum of a gauge or counter over its labels, from vLLM's /metrics (a route that
-        runs in a thread pool: it took up to 8 s while a stream was running on 2 busy cores)."""
+    def metric(self, name: str, headers: Mapping[str, str] | None = None, **labels: str) -> float:
+        """The sum of a gauge or counter over the series with these label values, from vLLM's
+        /metrics (a route that runs in a thread pool: it took up to 8 s while a stream was
+        running on 2 busy cores)."""
         text = httpx.get(self.url + "/metrics", headers=headers, timeout=60).text
-        pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
-        return sum(float(value) for value in re.findall(pattern, text, re.MULTILINE))
+        pattern = rf"^{re.escape(name)}(?:{{([^}}]*)}})? (\S+)$"
+        wanted = {f'{label}="{value}"' for label, value in labels.items()}
+        return sum(
+            float(value)
+            for series, value in re.findall(pattern, text, re.MULTILINE)
+            if wanted <= set(series.split(","))
+        )
 
     def in_engine(self) -> float:
         """Requests the engine is running or has queued."""
@@ -74,6 +80,23 @@ class Server:
             assert time.monotonic() - started < timeout, "the engine is still busy"
             time.sleep(0.2)
         return time.monotonic() - started
+
+    def pause(self) -> None:
+        """Freeze the engine (vLLM's `POST /pause?mode=keep`, a route of VLLM_SERVER_DEV_MODE):
+        requests already in it stay, new ones queue, and none makes progress. A test that needs
+        work to outlast a deadline or a stop freezes the engine rather than hoping the machine
+        is slow enough."""
+        paused = httpx.post(self.url + "/pause", params={"mode": "keep"}, timeout=60)
+        assert paused.status_code == 200, paused.text
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The engine frozen for the length of the block (see `pause`)."""
+        self.pause()
+        try:
+            yield
+        finally:
+            httpx.post(self.url + "/resume", timeout=60).raise_for_status()
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout

@@ -1,11 +1,12 @@
 """A server-side batch survives its server: SIGTERM and kill -9 mid-run, then a restart on the
 same store, answer every custom_id exactly once and never send a finished line again.
 
-The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT) so a batch finishes in many
-rounds: with the whole batch in flight, every line would finish within the same few steps and the
-stop could not land mid-run."""
+The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT), so a batch finishes in many
+rounds, and the tests freeze its engine (vLLM's /pause) as soon as the first lines are on disk, so
+the stop lands mid-run on any machine, however fast."""
 
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,7 @@ class Restartable:
             self.root,
             SAGEMAKER_BATCH_STORE=str(self.store),
             SAGEMAKER_BATCH_MAX_INFLIGHT=str(IN_FLIGHT),
+            VLLM_SERVER_DEV_MODE="1",
         )
         server.wait_ready()
         return server
@@ -57,12 +59,21 @@ class Restartable:
             ).fetchone()
         return status
 
+    def wait_answered(self, batch_id: str, count: int, timeout: float = 300) -> None:
+        """Until `count` result lines are on disk (read there, not from the batch's counts,
+        which are published twice a second); `timeout` only guards against a hang."""
+        deadline = time.monotonic() + timeout
+        while self.answered(batch_id) < count:
+            assert time.monotonic() < deadline, f"fewer than {count} lines answered"
+            time.sleep(0.01)
+
     def answered(self, batch_id: str) -> int:
         """Whole result lines already on disk for a running batch."""
         directory = self.store / "batches" / batch_id
         return sum(
             (directory / name).read_bytes().count(b"\n")
             for name in ("output.jsonl", "errors.jsonl")
+            if (directory / name).exists()
         )
 
 
@@ -93,9 +104,11 @@ def assert_each_line_once(sdk: openai.OpenAI, batch_id: str, count: int) -> None
 
 
 def test_sigterm_never_cancels_and_a_restart_finishes(durable: Restartable) -> None:
+    """The engine is frozen before the stop, so the stop lands mid-batch on any machine."""
     sdk = client(durable.running())
     batch_id = long_batch(sdk, 200)
-    wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 10)
+    durable.wait_answered(batch_id, 10)
+    durable.server.pause()
     assert durable.server.stop() == 0
     assert durable.status(batch_id) == "in_progress"
     assert_each_line_once(client(durable.restart()), batch_id, 200)
@@ -104,7 +117,8 @@ def test_sigterm_never_cancels_and_a_restart_finishes(durable: Restartable) -> N
 def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartable) -> None:
     sdk = client(durable.running())
     batch_id = long_batch(sdk, 300)
-    wait(sdk, batch_id, lambda b: b.request_counts and b.request_counts.completed >= 20)
+    durable.wait_answered(batch_id, 20)
+    durable.server.pause()
     processes.kill(durable.server.process)
     answered = durable.answered(batch_id)
     assert 20 <= answered < 300

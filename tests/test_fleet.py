@@ -229,7 +229,7 @@ class SlowFirstShard:
 def run_slots(tmp_path: Path, jobs: SlowFirstShard) -> bool:
     plan = Plan("in.jsonl", "sha256:0", 4, 4, [Shard(i, 1) for i in range(4)])
     layout = fleet.Layout(str(tmp_path / "work"))
-    return asyncio.run(asyncio.wait_for(fleet.run_shards(plan, layout, jobs, "b"), 10))
+    return asyncio.run(asyncio.wait_for(fleet.run_shards(plan, layout, jobs, "b"), 120))
 
 
 def test_a_slot_takes_the_next_shard_as_soon_as_its_job_ends(tmp_path: Path) -> None:
