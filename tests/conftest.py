@@ -41,11 +41,12 @@ LORA_ENV = {
     "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true",
 }
 # The platform server: the Llama streamed from (moto) S3 with nothing but the endpoint settings,
-# two API-server processes sharing sessions that expire after 3 s, and the async-endpoint marker.
+# two API-server processes sharing sessions that expire after 10 s (time for a session's test to
+# run on a machine three times slower than a 2-core laptop), and the async-endpoint marker.
 PLATFORM_ENV = {
     "SM_VLLM_API_SERVER_COUNT": "2",
     "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true",
-    "SAGEMAKER_SESSIONS_EXPIRATION": "3",
+    "SAGEMAKER_SESSIONS_EXPIRATION": "10",
     "SAGEMAKER_ASYNC_INFERENCE": "true",
 }
 MODEL_BUCKET = "models"

@@ -91,7 +91,7 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
     while not output.exists() or output.read_bytes().count(b"\n") < 400:
         assert first.poll() is None, first.stderr.read() if first.stderr else ""
         assert time.monotonic() < deadline
-        time.sleep(0.05)
+        time.sleep(0.01)
     processes.kill(first)
     assert output.read_bytes().count(b"\n") < 2000
 

@@ -225,7 +225,7 @@ def test_sessions_off_say_so(embed_server: Server, body: dict, headers: dict[str
     assert "SAGEMAKER_ENABLE_STATEFUL_SESSIONS" in answer.json()["error"]["message"]
 
 
-def serving_pid(server: Server, inference_id: str, timeout: float = 10) -> str:
+def serving_pid(server: Server, inference_id: str, timeout: float = 120) -> str:
     """The API-server process that logged the invocation with this id."""
     pattern = re.compile(rf"pid=(\d+)\] invocation id={re.escape(inference_id)} ")
     deadline = time.monotonic() + timeout
