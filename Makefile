@@ -27,4 +27,4 @@ lint: $(STAMP)
 	$(VENV)/bin/hadolint Dockerfile
 
 test: lint
-	$(VENV)/bin/pytest tests
+	$(VENV)/bin/pytest tests --durations=30
