@@ -27,6 +27,8 @@ from handler import kinds
 from handler.errors import RequestError
 
 MAX_LINES = 50_000
+# A refused model's error lists at most this many of the names served.
+SHOWN_MODELS = 10
 REQUIRED = ("custom_id", "method", "url", "body")
 LINE_PREFIX = re.compile(r"^line (\d+): ")
 _NAMES = {
@@ -114,12 +116,21 @@ def request_fault(
         )
     model = body.get("model")
     if models is not None and model is not None and model not in models:
-        return Fault(
-            "model_not_found",
-            f"The provided model '{model}' is not supported by the Batch API.",
-            "body.model",
-        )
+        return Fault("model_not_found", unknown_model(model, list(models)), "body.model")
     return None
+
+
+def unknown_model(model: object, models: list[str]) -> str:
+    """OpenAI's words for a model no one serves here, then what is served and how to add a name
+    (LiteLLM's quick start writes its own `model_name` into every line)."""
+    shown = ", ".join(f"'{name}'" for name in models[:SHOWN_MODELS]) or "none"
+    more = f" and {len(models) - SHOWN_MODELS} more" if len(models) > SHOWN_MODELS else ""
+    aliases = json.dumps([*models[:1], str(model)])
+    return (
+        f"The provided model '{model}' is not supported by the Batch API. This server serves "
+        f"{shown}{more}. To accept '{model}' as another name of the model, start the server "
+        f"with SM_VLLM_SERVED_MODEL_NAME='{aliases}'."
+    )
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ All engines start together the first time any of them is needed, and stop at the
 session, so the suite pays each engine's start-up once.
 """
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,9 @@ PLATFORM_ENV = {
     "SAGEMAKER_ASYNC_INFERENCE": "true",
 }
 MODEL_BUCKET = "models"
+# LiteLLM's quick start names its own model_name in every batch line; the chat server serves that
+# name beside its own (SM_VLLM_SERVED_MODEL_NAME, as the README says).
+LITELLM_MODEL = "my-vllm-model"
 # Upload limits small enough to pass in a test: 4 MiB for any file, 2 MiB for a batch input.
 FILES_ENV = {"SAGEMAKER_BATCH_MAX_FILE_MB": "4", "SAGEMAKER_BATCH_MAX_INPUT_MB": "2"}
 
@@ -95,6 +99,7 @@ def engines(
         **LORA_ENV,
         **FILES_ENV,
         "SM_VLLM_LORA_MODULES": f"a1={adapters['a1']}",
+        "SM_VLLM_SERVED_MODEL_NAME": json.dumps([str(models["chat"]), LITELLM_MODEL]),
         "SAGEMAKER_SESSIONS_PATH": str(sessions / "chat"),
         "SAGEMAKER_BATCH_STORE": str(tmp_path_factory.mktemp("batch-store")),
     }

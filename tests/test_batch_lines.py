@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from deploy.batch import Answered, error_line, staged_path
+from handler import batch_lines
 from handler.batch_lines import LineChecker, outcome, repair, request_fault
 
 
@@ -174,3 +175,23 @@ def test_where_answers_are_staged(uri: str, staged_here: bool, tmp_path: Path) -
     staged = staged_path(uri, str(tmp_path))
     assert (staged == uri) is staged_here
     assert staged == staged_path(uri, str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("models", "served", "alias"),
+    [
+        (["tiny"], "This server serves 'tiny'.", '["tiny", "my-vllm-model"]'),
+        (["tiny", "a1"], "serves 'tiny', 'a1'.", '["tiny", "my-vllm-model"]'),
+        ([f"m{i}" for i in range(12)], "'m9' and 2 more.", '["m0", "my-vllm-model"]'),
+        ([], "This server serves none.", '["my-vllm-model"]'),
+    ],
+)
+def test_a_refused_model_says_what_is_served_and_how_to_add_a_name(
+    models: list[str], served: str, alias: str
+) -> None:
+    message = batch_lines.unknown_model("my-vllm-model", models)
+    assert message.startswith(
+        "The provided model 'my-vllm-model' is not supported by the Batch API. "
+    )
+    assert served in message
+    assert message.endswith(f"SM_VLLM_SERVED_MODEL_NAME='{alias}'.")

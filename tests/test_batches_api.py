@@ -262,8 +262,6 @@ def test_list_pages_newest_first_and_ends(chat_server: Server) -> None:
     ("method", "path", "status"),
     [
         ("GET", "/v1/batches/batch_nope", 404),
-        ("GET", "/v1/batches/../../etc/passwd", 404),
-        ("GET", "/v1/batches/" + "x" * 5000, 404),
         ("POST", "/v1/batches/batch_nope/cancel", 404),
         ("GET", "/v1/batches?limit=0", 400),
         ("GET", "/v1/batches?limit=abc", 400),

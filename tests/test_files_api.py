@@ -1,5 +1,8 @@
 """OpenAI's Files API on a real server, driven by the official `openai` SDK."""
 
+import http.client
+import json
+
 import httpx
 import openai
 import pytest
@@ -75,19 +78,38 @@ def test_bad_uploads_are_refused(
     assert answer.json()["error"]["message"]
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "/v1/files/../../etc/passwd",
-        "/v1/files/file-" + "a" * 500,
-        "/v1/files/%00",
-        "/v1/files/file-x/content",
-        "/v1/files/file-nope",
-    ],
-)
-def test_hostile_ids_are_404(chat_server: Server, path: str) -> None:
-    answer = httpx.get(chat_server.url + path)
+# Every Files and Batches route with an id in it, and path parts that are not ids. They are sent
+# as raw bytes (http.client), because httpx would resolve the dot segments itself.
+ROUTES = [
+    ("GET", "/v1/files/{}"),
+    ("DELETE", "/v1/files/{}"),
+    ("GET", "/v1/files/{}/content"),
+    ("GET", "/v1/batches/{}"),
+    ("POST", "/v1/batches/{}/cancel"),
+]
+NOT_IDS = ["..", ".", "..%2F..%2Fetc%2Fpasswd", "%2e%2e", "a%2Fb", "", "%00", "x" * 5000, "a b"]
+
+
+@pytest.mark.parametrize(("method", "route"), ROUTES)
+@pytest.mark.parametrize("part", NOT_IDS)
+def test_path_parts_that_are_not_ids_are_404_on_every_route(
+    chat_server: Server, method: str, route: str, part: str
+) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", chat_server.port, timeout=60)
+    try:
+        connection.request(method, route.format(part.replace(" ", "%20")))
+        answer = connection.getresponse()
+        body = json.loads(answer.read())
+    finally:
+        connection.close()
+    assert answer.status in (400, 404), (answer.status, body)
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+
+
+def test_an_unknown_id_is_404_as_openai_words_it(chat_server: Server) -> None:
+    answer = httpx.get(chat_server.url + "/v1/files/file-nope")
     assert answer.status_code == 404
+    assert answer.json()["error"]["message"] == "No such File object: file-nope"
 
 
 @pytest.mark.parametrize(

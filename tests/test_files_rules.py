@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from handler.batches import files_api
+from handler.batches import files_api, paging, routes
 from handler.batches.store import Store, StoredFile
 from handler.batches.uploads import receive_upload
 from handler.errors import RequestError
@@ -176,3 +176,57 @@ def test_expired_files_are_gone(tmp_path: Path) -> None:
     assert store.file(file_id, now=2000) is None
     store.sweep_expired(now=2000)
     assert not store.body_path(file_id).exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        ("/v1/files", paging.Target()),
+        ("/v1/files/", paging.Target()),
+        ("/v1/files/file-ab_1", paging.Target("file-ab_1")),
+        ("/v1/files/file-ab/", paging.Target("file-ab")),
+        ("/v1/files/file-ab/content", paging.Target("file-ab", "content")),
+        ("/v1/files/../../etc/passwd/content", None),
+        ("/v1/files/..", None),
+        ("/v1/files/.", None),
+        ("/v1/files//content", None),
+        ("/v1/files/file-ab//", None),
+        ("/v1/files/file-ab/content/more", None),
+        ("/v1/files/file-ab/contents", None),
+        ("/v1/files/file-" + "a" * 200, None),
+        ("/v1/files/file a", None),
+        ("/v1/files/file-\x00", None),
+        ("/v1/files/-file", None),
+    ],
+)
+def test_a_path_names_the_collection_an_object_or_an_action_or_nothing(
+    path: str, named: paging.Target | None
+) -> None:
+    if named is not None:
+        assert paging.target(path, "/v1/files", ("content",)) == named
+        return
+    with pytest.raises(RequestError) as refused:
+        paging.target(path, "/v1/files", ("content",))
+    assert (refused.value.status, refused.value.code) == (404, "not_found")
+    assert len(refused.value.message) < 300
+
+
+@pytest.mark.parametrize(
+    ("path", "full"),
+    [
+        ("/v1/files", "/v1/files"),
+        ("/files", "/v1/files"),
+        ("/files/file-a/content", "/v1/files/file-a/content"),
+        ("/batches/batch_a/cancel", "/v1/batches/batch_a/cancel"),
+        ("/v1/batches", "/v1/batches"),
+        ("/filesx", None),
+        ("/v1/filesx", None),
+        ("/v1/chat/completions", None),
+        ("/v2/files", None),
+        ("/", None),
+    ],
+)
+def test_the_files_and_batches_routes_answer_with_or_without_v1(
+    path: str, full: str | None
+) -> None:
+    assert routes.canonical(path) == full

@@ -1,10 +1,16 @@
 """LiteLLM's `hosted_vllm` provider against a real server: its proxy probes `GET /files` to
 choose passthrough, then uploads (rewritten as its proxy rewrites files), creates, polls and
 downloads through LiteLLM's own clients, which validate every answer (`OpenAIFileObject`,
-`LiteLLMBatch`)."""
+`LiteLLMBatch`). And LiteLLM's own proxy, started as its docs start it (no database), running
+the docs' quick start with the docs' batch file."""
 
+import json
 import os
+import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,9 +20,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 from litellm.router_utils.batch_utils import replace_model_in_jsonl
 
-from tests.conftest import API_KEY
+from tests import processes
+from tests.conftest import API_KEY, LITELLM_MODEL
 from tests.json_lines import parse_lines
-from tests.servers import Server
+from tests.servers import Server, free_port
 from tests.test_batches_api import FINAL, chat_line, jsonl
 
 PROVIDER = {"custom_llm_provider": "hosted_vllm"}
@@ -77,3 +84,106 @@ def test_a_keyed_server_is_never_taken_for_one_without_the_api(
     """With the key LiteLLM passes through; without it the probe gets 401, which LiteLLM also
     reads as passthrough (the README tells operators to give the deployment the key)."""
     assert lacks_files_api(score_server, key) is lacks
+
+
+LITELLM = str(Path(sys.executable).with_name("litellm"))
+MASTER_KEY = "sk-1234"
+
+
+@pytest.fixture(scope="module")
+def proxy(chat_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """LiteLLM's proxy with the docs' config (the server named without /v1), plus the `api_key`
+    its Files passthrough needs; no database. Its URL."""
+    root = tmp_path_factory.mktemp("litellm")
+    config = {
+        "model_list": [
+            {
+                "model_name": LITELLM_MODEL,
+                "litellm_params": {
+                    "model": f"hosted_vllm/{chat_server.model}",
+                    "api_base": chat_server.url,
+                    "api_key": "none",
+                },
+            }
+        ],
+        "general_settings": {"master_key": MASTER_KEY},
+    }
+    (root / "config.yaml").write_text(json.dumps(config))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [LITELLM, "--config", str(root / "config.yaml"), "--host", "127.0.0.1"]
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    with (root / "proxy.log").open("wb") as log:
+        process = processes.spawn(
+            [*command, "--port", str(port)],
+            env={**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while not ready(url + "/health/liveliness"):
+            assert process.poll() is None, (root / "proxy.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the LiteLLM proxy never started"
+            time.sleep(0.5)
+        yield url
+    finally:
+        processes.stop(process)
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_the_litellm_quick_start_as_written_completes_through_the_proxy(proxy: str) -> None:
+    """The docs' file names LiteLLM's model_name in every line; the server serves that name too
+    (SM_VLLM_SERVED_MODEL_NAME), so every line is answered once."""
+    lines = [
+        {
+            "custom_id": f"request-{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": LITELLM_MODEL,
+                "messages": [{"role": "user", "content": f"Hello {i}!"}],
+                "max_tokens": 4,
+            },
+        }
+        for i in range(1, 21)
+    ]
+    auth = {"Authorization": f"Bearer {MASTER_KEY}"}
+    with httpx.Client(base_url=proxy, headers=auth, timeout=120) as client:
+        uploaded = client.post(
+            "/v1/files",
+            headers={"x-litellm-model": LITELLM_MODEL},
+            data={"purpose": "batch"},
+            files={"file": ("batch_requests.jsonl", jsonl(lines))},
+        )
+        assert uploaded.status_code == 200, uploaded.text
+        created = client.post(
+            "/v1/batches",
+            json={
+                "input_file_id": uploaded.json()["id"],
+                "endpoint": "/v1/chat/completions",
+                "completion_window": "24h",
+            },
+        )
+        assert created.status_code == 200, created.text
+        batch = created.json()
+        deadline = time.monotonic() + 600
+        while batch["status"] not in FINAL:
+            assert time.monotonic() < deadline, batch
+            time.sleep(0.2)
+            batch = client.get(f"/v1/batches/{batch['id']}").json()
+        assert batch["status"] == "completed", batch
+        assert batch["request_counts"] == {"completed": 20, "failed": 0, "total": 20}
+        content = client.get(f"/v1/files/{batch['output_file_id']}/content")
+        assert content.status_code == 200
+    output = parse_lines(content.content)
+    assert Counter(line["custom_id"] for line in output) == Counter(
+        f"request-{i}" for i in range(1, 21)
+    )
+    assert {line["response"]["status_code"] for line in output} == {200}

@@ -58,9 +58,10 @@ class BatchesApi:
         self.window_s = window_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = scope["method"]
-        path, batch_id, action = paging.path_parts(scope, PREFIX)
+        method, path = scope["method"], scope["path"]
         try:
+            named = paging.target(path, PREFIX, ("cancel",))
+            batch_id, action = named.object_id, named.action
             if not batch_id and method == "POST":
                 await self.create(scope, receive, send)
             elif not batch_id and method == "GET":

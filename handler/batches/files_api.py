@@ -127,9 +127,10 @@ class FilesApi:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = scope["method"]
-        path, file_id, action = paging.path_parts(scope, PREFIX)
+        method, path = scope["method"], scope["path"]
         try:
+            named = paging.target(path, PREFIX, ("content",))
+            file_id, action = named.object_id, named.action
             if not file_id and method == "POST":
                 await self.upload(scope, receive, send)
             elif not file_id and method == "GET":

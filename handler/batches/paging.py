@@ -1,23 +1,49 @@
-"""What the Files and Batches routes share: their path parts, and OpenAI's list pages.
+"""What the Files and Batches routes share: what a path names, and OpenAI's list pages.
+
+A path names the collection (`/v1/files`), one object (`/v1/files/{id}`) or an action on one
+(`/v1/files/{id}/content`). Anything else is a 404, whatever the method: dot segments, encoded
+slashes (the server decodes them before routing), empty parts, overlong ids, characters that no
+id has. Only a path that names something and a method it does not take is a 405.
 
 A list page is `{"object": "list", "data", "first_id", "last_id", "has_more"}`; `has_more` and
 `after` (an id of the previous page) are what make the SDK's auto-pagination end.
 """
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from starlette.types import Scope
 
 from handler.errors import RequestError
 
+# Every id this server gives out (`file-<hex>`, `file-<hex>-output`, `batch_<hex>`) is of this form.
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+SHOWN_CHARS = 200
 
-def path_parts(scope: Scope, prefix: str) -> tuple[str, str, str]:
-    """`/v1/x/{id}/{action}` -> (the path, id, action); id and action may be empty."""
-    path = scope["path"].rstrip("/")
-    object_id, _, action = path.removeprefix(prefix).strip("/").partition("/")
-    return path, object_id, action
+
+@dataclass(frozen=True)
+class Target:
+    """What a path names: the collection (no id), one object, or an action on one."""
+
+    object_id: str = ""
+    action: str = ""
+
+
+def target(path: str, prefix: str, actions: Collection[str]) -> Target:
+    """What `path` (under `prefix`) names; 404 when it names nothing (see the module's rules).
+    One trailing slash is allowed, as in `/v1/files/`."""
+    parts = path.removeprefix(prefix).split("/")[1:]
+    if parts and not parts[-1]:
+        parts.pop()
+    if (
+        len(parts) > 2
+        or (parts and not ID.fullmatch(parts[0]))
+        or (len(parts) == 2 and parts[1] not in actions)
+    ):
+        shown = path if len(path) <= SHOWN_CHARS else path[:SHOWN_CHARS] + "..."
+        raise RequestError(404, f"No such object: {shown!r} names nothing here", "not_found")
+    return Target(*parts)
 
 
 def page_limit(params: Mapping[str, str], default: int, maximum: int) -> int:

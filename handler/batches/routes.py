@@ -23,12 +23,24 @@ from handler.messages import respond_error
 from handler.pipeline import Pipeline
 
 PREFIXES = (files_api.PREFIX, batches_api.PREFIX)
+# Also served without `/v1`: LiteLLM's documented config names a vLLM server without it
+# (`api_base: http://host:8000`), then probes `{api_base}/files` and sends its OpenAI client there.
+VERSION = "/v1"
 LEASE_S = 15.0
 CHECK_EVERY_S = 0.5
 
 
+def canonical(path: str) -> str | None:
+    """The `/v1/...` path of a Files or Batches API path (given with or without `/v1`), or None
+    for any other path."""
+    full = path if path.startswith(VERSION + "/") else VERSION + path
+    if any(full == prefix or full.startswith(prefix + "/") for prefix in PREFIXES):
+        return full
+    return None
+
+
 def owns(path: str) -> bool:
-    return any(path == prefix or path.startswith(prefix + "/") for prefix in PREFIXES)
+    return canonical(path) is not None
 
 
 def base_scope(lifespan: Scope) -> Scope:
@@ -112,6 +124,7 @@ class BatchRoutes:
             )
             await respond_error(send, error)
             return
+        scope = {**scope, "path": canonical(scope["path"])}
         try:
             files, batches = self._open()
             api = files if scope["path"].startswith(files_api.PREFIX) else batches
