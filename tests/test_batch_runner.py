@@ -238,6 +238,7 @@ def test_model_starts_an_engine_for_the_run(models: dict[str, Path], tmp_path: P
         str(models["embed"]),
         "--max-model-len",
         "128",
+        "--enforce-eager",
     )
     assert done.returncode == 0, done.stderr
     out = read((tmp_path / "out.jsonl").read_bytes())

@@ -182,9 +182,9 @@ def test_expired_files_are_gone(tmp_path: Path) -> None:
     ("path", "named"),
     [
         ("/v1/files", paging.Target()),
-        ("/v1/files/", paging.Target()),
         ("/v1/files/file-ab_1", paging.Target("file-ab_1")),
-        ("/v1/files/file-ab/", paging.Target("file-ab")),
+        ("/v1/files/", None),
+        ("/v1/files/file-ab/", None),
         ("/v1/files/file-ab/content", paging.Target("file-ab", "content")),
         ("/v1/files/../../etc/passwd/content", None),
         ("/v1/files/..", None),

@@ -31,11 +31,9 @@ class Target:
 
 
 def target(path: str, prefix: str, actions: Collection[str]) -> Target:
-    """What `path` (under `prefix`) names; 404 when it names nothing (see the module's rules).
-    One trailing slash is allowed, as in `/v1/files/`."""
+    """What `path` (under `prefix`) names; 404 when it names nothing (see the module's rules;
+    a trailing slash is an empty part)."""
     parts = path.removeprefix(prefix).split("/")[1:]
-    if parts and not parts[-1]:
-        parts.pop()
     if (
         len(parts) > 2
         or (parts and not ID.fullmatch(parts[0]))
