@@ -1,16 +1,18 @@
 """`serve`: read the container's environment, build vLLM's server command, and exec it.
 
-The rules live in `env_args` and `hardware`; this module only gathers the machine's facts,
-prints or execs the result, and turns a configuration error (of the server or of the handler
-that will run inside it) into one clear message before anything starts.
+The rules live in `env_args`, `hardware`, `handler_specs` and `requirements`; this module only
+gathers the machine's facts, installs the customer's requirements, prints or execs the result,
+and turns a configuration error (of the server, of the handler that will run inside it, or of
+the customer's handler specs) into one clear message before anything starts.
 """
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from container import env_args, hardware
+from container import env_args, handler_specs, hardware, requirements
 from handler.config import Config
 
 # `vllm serve` of this interpreter's vLLM (see container.vllm_cli). Unlike vLLM's single
@@ -33,6 +35,9 @@ def server_command(
         **env_args.platform_env(env, args),
         **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
     }
+    if "SAGEMAKER_MODEL_DIR" in env and "SAGEMAKER_MODEL_PATH" not in env:
+        # MHCS, inside the server, looks for the customer's code here.
+        added["SAGEMAKER_MODEL_PATH"] = handler_specs.code_dir(env)
     return [sys.executable, *VLLM_SERVE, *args], added
 
 
@@ -41,17 +46,25 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
     try:
         Config.from_env(os.environ)
         command, added = server_command(os.environ, extra)
+        problems = handler_specs.problems(os.environ, handler_specs.read_source)
+        if problems:
+            raise env_args.ConfigError("; ".join(problems))
     except env_args.ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)
         return 2
+    install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     if dry_run:
         print(json.dumps(command))
+        if install:
+            print("serve: would install requirements: " + shlex.join(install), file=sys.stderr)
         if added:
             print(
                 "serve: would set " + " ".join(f"{k}={v}" for k, v in added.items()),
                 file=sys.stderr,
             )
         return 0
+    if install and requirements.install(install) != 0:
+        return 1
     for key, value in added.items():
         print(f"serve: {key}={value} (set it to override)", file=sys.stderr)
     sys.stdout.flush()

@@ -1,13 +1,14 @@
 """`vllm-sagemaker batch`: an OpenAI batch file through the container's record pipeline.
 
-Lines are read as a stream, checked for what only the file can know (`handler.batch_lines`), and
-sent in JSON Lines mini-batches (at most 32 lines and 6 MB) to `/invocations`, where each line
-goes through the same pipeline as any SageMaker record. The container is reached at a URL, or
-as a SageMaker endpoint through the runtime API (`deploy.targets`); a mini-batch the model
-refuses as a whole becomes error lines for its lines. At most `--max-inflight` lines are in
-flight; answers are appended to the output as each mini-batch finishes, in input order, so
-memory stays flat and a crash loses at most the lines in flight. `--resume` reads back what the
-output already holds (repairing a half-written last line) and answers only the rest.
+Lines are read as a stream, checked for what only the file can know
+(`handler.records.batch_lines`), and sent in JSON Lines mini-batches (at most 32 lines and 6 MB) to
+`/invocations`, where each line goes through the same pipeline as any SageMaker record. The
+container is reached at a URL, or as a SageMaker endpoint through the runtime API
+(`deploy.targets`); a mini-batch the model refuses as a whole becomes error lines for its lines. At
+most `--max-inflight` lines are in flight; answers are appended to the output as each mini-batch
+finishes, in input order, so memory stays flat and a crash loses at most the lines in flight.
+`--resume` reads back what the output already holds (repairing a half-written last line) and
+answers only the rest.
 """
 
 import argparse
@@ -29,10 +30,10 @@ from tqdm import tqdm
 from deploy import invoke, local_engine, storage, targets
 from deploy.ordered import in_order
 from deploy.targets import MAX_REQUEST_BYTES, Target
-from handler.batch_lines import Checked, Fault, Outcome, checked_lines, outcome, repair
-from handler.errors import RequestError
-from handler.formats import batch_error_line
-from handler.jsonlines import iter_records, split
+from handler.records.batch_lines import Checked, Fault, Outcome, checked_lines, outcome, repair
+from handler.records.errors import RequestError
+from handler.records.formats import batch_error_line
+from handler.records.jsonlines import iter_records, split
 
 LINES_PER_REQUEST = 32
 DEFAULT_MAX_INFLIGHT = 512

@@ -24,7 +24,7 @@ from deploy import aws_plan, aws_run, fleet, split, storage
 from deploy.aws_plan import Call, ModelSource
 from deploy.fleet_jobs import LocalJobs, SageMakerJobs, TransformSettings
 from deploy.instances import TRANSFORM_FAMILIES, gpu_count
-from handler.jsonlines import iter_records
+from handler.records.jsonlines import iter_records
 
 ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
 

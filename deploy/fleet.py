@@ -32,11 +32,11 @@ from deploy.aws_plan import Call
 from deploy.batch import Sinks, Summary
 from deploy.fleet_jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
 from deploy.shards import DEFAULT_SHARD_LINES, Job, Plan, Shard, job_name, shard_sizes
-from handler import kinds
-from handler.batch_lines import Checked, checked_lines, outcome
-from handler.errors import RequestError
-from handler.formats import batch_error_line
-from handler.jsonlines import iter_records
+from handler.records import kinds
+from handler.records.batch_lines import Checked, checked_lines, outcome
+from handler.records.errors import RequestError
+from handler.records.formats import batch_error_line
+from handler.records.jsonlines import iter_records
 
 PLAN = "plan.json"
 CANCEL = "cancel"

@@ -24,7 +24,7 @@ from deploy.jsonpath import JsonPath, JsonPathError
 from deploy.ordered import in_order
 from deploy.packing import MiniBatch, RecordTooLarge, mini_batches, whole_file
 from handler.config import MIB
-from handler.jsonlines import iter_records
+from handler.records.jsonlines import iter_records
 
 # SageMaker's defaults when neither the job nor the container says otherwise.
 DEFAULT_CONCURRENCY = 1

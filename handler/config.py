@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from container.env_args import ConfigError, flag_values
-from handler import execution_parameters
-from handler.execution_parameters import ExecutionParameters, positive_int
+from handler.sagemaker import execution_parameters
+from handler.sagemaker.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
 # Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.

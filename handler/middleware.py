@@ -1,33 +1,31 @@
 """SageMakerMiddleware: the pure ASGI class vLLM installs through `--middleware`.
 
-It owns SageMaker's routes: `/ping`, `/execution-parameters`, `/invocations` (handler.invocations)
-and the adapter protocol `/adapters` (handler.adapters), and OpenAI's Files and Batches API
-(`/v1/files`, `/v1/batches`: handler.batches), which has upload limits of its own and runs
-batches in the background from the server's start (lifespan) to its shutdown. Real-time
-inference requests are counted, so running batches yield to them. It guards every non-health
-route with the API key when one is configured, refuses bodies over the payload limit with 413,
-and passes everything else to vLLM untouched.
+The one entry of the handler: it says which concern owns which path and nothing else.
+SageMaker's routes (`handler.sagemaker`): `/ping`, `/execution-parameters`, `/invocations` and
+the adapter protocol `/adapters`, unless a customer handler replaced `/ping` or `/invocations`
+(`handler.sagemaker.custom_code`: then vLLM's app, where MHCS mounted it, answers). OpenAI's
+Files and Batches API (`handler.batches`), which runs batches in the background from the
+server's start (lifespan) to its shutdown. Real-time inference requests are counted, so running
+batches yield to them. Every non-health route is guarded by the API key when one is configured,
+bodies over the payload limit get 413, and everything else goes to vLLM untouched.
 """
-
-import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handler import adapters, asgi_call, kinds
-from handler.auth import ApiKeys
 from handler.batches import routes as batch_routes
 from handler.batches.window import LiveTraffic
 from handler.config import Config
-from handler.errors import RequestError
-from handler.invocations import CUSTOM_ATTRIBUTES, Invocations
 from handler.lifecycle import StopRequests
 from handler.logs import logger
-from handler.messages import header, respond, respond_error, too_large
-from handler.pipeline import Pipeline
-from handler.routing import custom_attributes, is_batch_work
-
-PING_TIMEOUT_S = 1.5
-EXIT_DELAY_S = 0.5
+from handler.records import kinds
+from handler.records.errors import RequestError
+from handler.records.messages import header, respond, respond_error, too_large
+from handler.records.pipeline import Pipeline
+from handler.records.routing import custom_attributes, is_batch_work
+from handler.sagemaker import adapters, custom_code
+from handler.sagemaker.auth import ApiKeys
+from handler.sagemaker.invocations import CUSTOM_ATTRIBUTES, Invocations
+from handler.sagemaker.ping import Ping
 
 
 def is_live(scope: Scope) -> bool:
@@ -54,6 +52,8 @@ class SageMakerMiddleware:
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
         self.live = LiveTraffic()
         self.stops = StopRequests()
+        self.ping = Ping(app, self.stops)
+        self.custom = custom_code.Replaced()
         self.batch_api = batch_routes.BatchRoutes(
             self.config.batch_api, pipeline, self.live, self.config.api_keys
         )
@@ -83,6 +83,8 @@ class SageMakerMiddleware:
 
         async def on_send(message: Message) -> None:
             if message["type"] == "lifespan.startup.complete":
+                self.custom = custom_code.replaced()
+                custom_code.log(self.custom)
                 self.stops.watch()
                 await self.batch_api.startup(scope)
             if message["type"] == "lifespan.shutdown.complete":
@@ -103,12 +105,14 @@ class SageMakerMiddleware:
         if length and length.isdigit() and int(length) > self.config.max_payload_bytes:
             await respond_error(send, too_large(self.config.max_payload_bytes))
             return
-        if path == "/ping":
+        if path == "/ping" and not self.custom.ping:
             await self.ping(scope, send)
         elif path == "/execution-parameters" and method == "GET":
             await respond(send, 200, self.config.execution_parameters.to_json())
-        elif path == "/invocations" and method == "POST":
+        elif path == "/invocations" and method == "POST" and not self.custom.invocations:
             await self.invocations(scope, receive, send)
+        elif path == "/invocations":
+            await self.app({**scope, custom_code.SCOPE_KEY: self.invocations}, receive, send)
         elif path == adapters.PREFIX or path.startswith(adapters.PREFIX + "/"):
             await self.adapters(scope, receive, send)
         else:
@@ -127,24 +131,3 @@ class SageMakerMiddleware:
                 path,
             )
         await respond_error(send, error, [(b"www-authenticate", b"Bearer")])
-
-    async def ping(self, scope: Scope, send: Send) -> None:
-        """200 with an empty body when the engine answers vLLM's /health, else 503.
-
-        Answers within PING_TIMEOUT_S whatever the load. When the engine is dead for good the
-        process exits with status 1 (unless it is already stopping on request), so SageMaker
-        replaces the instance instead of keeping a broken endpoint InService.
-        """
-        try:
-            reply = await asyncio.wait_for(
-                asgi_call.call(self.app, scope, "GET", "/health", b"", [], asyncio.Event()),
-                PING_TIMEOUT_S,
-            )
-            status = 200 if reply.status == 200 else 503
-        except TimeoutError:
-            reply, status = None, 503
-        await respond(send, status, b"", content_type=b"text/plain")
-        if reply is not None and reply.status == 503:
-            asyncio.get_running_loop().call_later(
-                EXIT_DELAY_S, self.stops.exit_unless_requested, "the engine is dead"
-            )

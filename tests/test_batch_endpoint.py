@@ -21,7 +21,7 @@ import pytest
 
 from deploy import invoke, targets
 from deploy.batch import answer_chunk, chunks, too_large
-from handler.batch_lines import Checked, Fault
+from handler.records.batch_lines import Checked, Fault
 from tests import cli, processes
 from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from deploy.batch import Answered, error_line, staged_path
-from handler import batch_lines
-from handler.batch_lines import LineChecker, outcome, repair, request_fault
+from handler.records import batch_lines
+from handler.records.batch_lines import LineChecker, outcome, repair, request_fault
 
 
 def line(custom_id: object, **extra: object) -> bytes:

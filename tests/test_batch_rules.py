@@ -5,11 +5,12 @@ import json
 import pytest
 
 from container.env_args import ConfigError
-from handler import execution_parameters, formats, jsonlines, routing
 from handler.config import Config
-from handler.errors import RequestError
-from handler.pipeline import MULTI_RECORD
-from handler.routing import Answer
+from handler.records import formats, jsonlines, routing
+from handler.records.errors import RequestError
+from handler.records.pipeline import MULTI_RECORD
+from handler.records.routing import Answer
+from handler.sagemaker import execution_parameters
 
 BOM = jsonlines.BOM
 

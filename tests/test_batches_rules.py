@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from handler.batch_lines import MAX_LINES, validate
 from handler.batches import batch_object
 from handler.batches.batches_api import cancelled
 from handler.batches.store import Store, StoredFile
 from handler.batches.window import UNDER_LOAD_DIVISOR, LiveTraffic, Window
-from handler.errors import RequestError
+from handler.records.batch_lines import MAX_LINES, validate
+from handler.records.errors import RequestError
 
 SERVED = frozenset({"/v1/chat/completions", "/v1/completions", "/tokenize"})
 

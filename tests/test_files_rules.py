@@ -8,7 +8,7 @@ import pytest
 from handler.batches import files_api, paging, routes
 from handler.batches.store import Store, StoredFile
 from handler.batches.uploads import receive_upload
-from handler.errors import RequestError
+from handler.records.errors import RequestError
 
 BOUNDARY = "b0undary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from container import env_args
-from handler import adapters, routing, sessions, usage
 from handler.config import MIB, Config
-from handler.errors import RequestError
 from handler.logs import logfmt
+from handler.records import routing, usage
+from handler.records.errors import RequestError
+from handler.sagemaker import adapters, sessions
 
 SERVED = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}

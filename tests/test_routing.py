@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from handler import content_types, kinds, records, routing, tgi
-from handler.auth import ApiKeys
-from handler.errors import RequestError
-from handler.routing import Answer, BatchLineError
+from handler.records import content_types, json_record, kinds, routing, tgi
+from handler.records.errors import RequestError
+from handler.records.routing import Answer, BatchLineError
+from handler.sagemaker.auth import ApiKeys
 
 GENERATE = frozenset(
     {
@@ -173,7 +173,7 @@ def deep(levels: int) -> bytes:
 )
 def test_hostile_records_get_a_400(raw: bytes, code: str) -> None:
     with pytest.raises(RequestError) as error:
-        records.parse(raw)
+        json_record.parse(raw)
     assert (error.value.status, error.value.code) == (400, code)
 
 
@@ -187,7 +187,7 @@ def test_hostile_records_get_a_400(raw: bytes, code: str) -> None:
     ],
 )
 def test_records_that_parse(raw: bytes, value: object) -> None:
-    assert records.parse(raw) == value
+    assert json_record.parse(raw) == value
 
 
 @pytest.mark.parametrize(

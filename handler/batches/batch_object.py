@@ -9,8 +9,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from handler import kinds, records
-from handler.errors import RequestError
+from handler.records import json_record, kinds
+from handler.records.errors import RequestError
 
 COMPLETION_WINDOW = "24h"
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
@@ -123,7 +123,7 @@ def checked_output_expiry(value: object) -> int | None:
 def create_params(body: bytes, served: Collection[str]) -> CreateParams:
     """The parameters of `POST /v1/batches`, or a 400 for the first bad one. `served`: the
     routes this model serves (a batch may only name one of them)."""
-    value = records.parse(body)
+    value = json_record.parse(body)
     if not isinstance(value, dict):
         raise RequestError(400, "the body must be a JSON object", "invalid_request_error")
     for name in ("input_file_id", "endpoint", "completion_window"):

@@ -17,14 +17,14 @@ from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
 
-from handler import asgi_call
 from handler.batches import batch_object, paging
 from handler.batches.files_api import not_found as file_not_found
 from handler.batches.scheduler import Scheduler
 from handler.batches.store import Batch, Store
-from handler.errors import RequestError
-from handler.messages import ClientGone, read_body, respond, respond_error
-from handler.pipeline import Pipeline
+from handler.records import asgi_call
+from handler.records.errors import RequestError
+from handler.records.messages import ClientGone, read_body, respond, respond_error
+from handler.records.pipeline import Pipeline
 
 PREFIX = "/v1/batches"
 MAX_BODY_BYTES = 1024 * 1024

@@ -21,8 +21,8 @@ from starlette.types import Receive, Scope, Send
 from handler.batches import paging
 from handler.batches.store import Store, StoredFile
 from handler.batches.uploads import receive_upload
-from handler.errors import RequestError
-from handler.messages import ClientGone, respond, respond_error, text_header
+from handler.records.errors import RequestError
+from handler.records.messages import ClientGone, respond, respond_error, text_header
 
 PREFIX = "/v1/files"
 UPLOAD_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")

@@ -10,17 +10,17 @@ requests.
 
 from starlette.types import Receive, Scope, Send
 
-from handler.asgi_call import Headers
 from handler.batches import batches_api, files_api
 from handler.batches.runner import RunSettings, Runtime
 from handler.batches.scheduler import Scheduler, runner_id
 from handler.batches.store import Store, StoreError
 from handler.batches.window import LiveTraffic
 from handler.config import BatchApiSettings
-from handler.errors import RequestError
 from handler.logs import logger
-from handler.messages import respond_error
-from handler.pipeline import Pipeline
+from handler.records.asgi_call import Headers
+from handler.records.errors import RequestError
+from handler.records.messages import respond_error
+from handler.records.pipeline import Pipeline
 
 PREFIXES = (files_api.PREFIX, batches_api.PREFIX)
 # Also served without `/v1`: LiteLLM's documented config names a vLLM server without it

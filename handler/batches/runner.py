@@ -1,7 +1,7 @@
 """Runs one batch this process has claimed, from wherever the batch stands.
 
 - `validating`: the input file is checked with the project's batch-line rules
-  (`handler.batch_lines.validate`, every bad line listed) and the batch is `failed` or
+  (`handler.records.batch_lines.validate`, every bad line listed) and the batch is `failed` or
   `in_progress`; nothing reaches the engine before that.
 - `in_progress` / `cancelling`: the lines not answered yet go through the record pipeline
   (`Pipeline.record`, the code that answers `/invocations` records) in a sliding window; each
@@ -26,16 +26,16 @@ from typing import Any
 
 from starlette.types import Scope
 
-from handler import asgi_call
-from handler.batch_lines import Outcome, Validation, outcome, validate
 from handler.batches.results import Results
 from handler.batches.store import Batch, Store, StoredFile
 from handler.batches.window import LiveTraffic, Window
-from handler.context import RecordContext
-from handler.errors import RequestError
-from handler.jsonlines import iter_records
-from handler.minibatch import Stop
-from handler.pipeline import Pipeline
+from handler.records import asgi_call
+from handler.records.batch_lines import Outcome, Validation, outcome, validate
+from handler.records.context import RecordContext
+from handler.records.errors import RequestError
+from handler.records.jsonlines import iter_records
+from handler.records.minibatch import Stop
+from handler.records.pipeline import Pipeline
 
 CANCELLED = RequestError(499, "This request was cancelled before it completed.", "batch_cancelled")
 EXPIRED = RequestError(

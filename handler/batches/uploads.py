@@ -15,8 +15,8 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive
 
-from handler.errors import RequestError
-from handler.messages import ClientGone
+from handler.records.errors import RequestError
+from handler.records.messages import ClientGone
 
 MAX_FIELDS = 16
 MAX_FIELD_BYTES = 64 * 1024

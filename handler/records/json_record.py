@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from handler.config import MAX_JSON_DEPTH
-from handler.errors import RequestError
+from handler.records.errors import RequestError
 
 
 def parse(raw: bytes) -> Any:

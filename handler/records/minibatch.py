@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from handler.errors import RequestError
+from handler.records.errors import RequestError
 
 CLIENT_GONE = RequestError(499, "the client closed the connection", "client_closed")
 

@@ -4,9 +4,9 @@ import json
 import uuid
 from typing import Any
 
-from handler import tgi
-from handler.errors import RequestError, error_body, status_phrase
-from handler.routing import Answer
+from handler.records import tgi
+from handler.records.errors import RequestError, error_body, status_phrase
+from handler.records.routing import Answer
 
 
 def batch_output_line(

@@ -2,9 +2,9 @@
 
 from starlette.types import Receive, Scope, Send
 
-from handler.asgi_call import Headers
 from handler.config import MIB
-from handler.errors import RequestError
+from handler.records.asgi_call import Headers
+from handler.records.errors import RequestError
 
 JSON = b"application/json"
 JSON_LINES = b"application/jsonlines"

@@ -2,7 +2,7 @@
 
 from enum import Enum
 
-from handler.errors import RequestError
+from handler.records.errors import RequestError
 
 JSON_TYPES = frozenset({"application/json"})
 JSON_LINES_TYPES = frozenset(

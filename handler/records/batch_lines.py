@@ -23,8 +23,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from handler import kinds
-from handler.errors import RequestError
+from handler.records import kinds
+from handler.records.errors import RequestError
 
 MAX_LINES = 50_000
 # A refused model's error lists at most this many of the names served.

@@ -14,13 +14,13 @@ import uuid
 
 from starlette.types import Message, Receive, Scope, Send
 
-from handler import adapters, asgi_call, content_types, jsonlines, minibatch, sessions
 from handler.config import Config
-from handler.context import RecordContext
-from handler.errors import RequestError
-from handler.formats import batch_error_line
 from handler.logs import logfmt, logger
-from handler.messages import (
+from handler.records import asgi_call, content_types, jsonlines, minibatch
+from handler.records.context import RecordContext
+from handler.records.errors import RequestError
+from handler.records.formats import batch_error_line
+from handler.records.messages import (
     JSON_LINES,
     TEXT,
     ClientGone,
@@ -30,9 +30,10 @@ from handler.messages import (
     respond_error,
     text_header,
 )
-from handler.minibatch import CLIENT_GONE, Stop
-from handler.pipeline import Pipeline
-from handler.routing import Answer, BatchLineError, Target, custom_attributes, is_batch_work
+from handler.records.minibatch import CLIENT_GONE, Stop
+from handler.records.pipeline import Pipeline
+from handler.records.routing import Answer, BatchLineError, Target, custom_attributes, is_batch_work
+from handler.sagemaker import adapters, sessions
 
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
 INFERENCE_ID = b"x-amzn-sagemaker-inference-id"

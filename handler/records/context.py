@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from starlette.types import Scope
 
-from handler import usage
-from handler.minibatch import Stop
-from handler.routing import Target
+from handler.records import usage
+from handler.records.minibatch import Stop
+from handler.records.routing import Target
 
 Headers = list[tuple[bytes, bytes]]
 

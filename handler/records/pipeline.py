@@ -11,11 +11,11 @@ import asyncio
 
 from starlette.types import ASGIApp, Scope
 
-from handler import asgi_call, formats, kinds, records, routing
-from handler.context import RecordContext
-from handler.errors import RequestError
 from handler.logs import logger
-from handler.routing import BatchLineError, Target
+from handler.records import asgi_call, formats, json_record, kinds, routing
+from handler.records.context import RecordContext
+from handler.records.errors import RequestError
+from handler.records.routing import BatchLineError, Target
 
 JSON_MEDIA = b"application/json"
 MULTI_RECORD = "records of a multi-record body"
@@ -54,7 +54,7 @@ class Pipeline:
 
         With an adapter in the context, the adapter answers: it becomes the body's `model`."""
         served = await self.served(context.scope, context.headers)
-        record = records.parse(raw)
+        record = json_record.parse(raw)
         return routing.target(
             record, raw, context.route_hint, served, no_stream, context.adapter, context.priority
         )

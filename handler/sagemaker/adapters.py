@@ -16,10 +16,17 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from handler import asgi_call
-from handler.errors import RequestError
 from handler.logs import logfmt, logger
-from handler.messages import TEXT, ClientGone, read_body, respond, respond_error, text_header
+from handler.records import asgi_call
+from handler.records.errors import RequestError
+from handler.records.messages import (
+    TEXT,
+    ClientGone,
+    read_body,
+    respond,
+    respond_error,
+    text_header,
+)
 
 PREFIX = "/adapters"
 ALIAS = b"x-amzn-sagemaker-adapter-alias"

@@ -7,7 +7,7 @@ those containers keep working unchanged.
 
 from typing import Any
 
-from handler.errors import RequestError
+from handler.records.errors import RequestError
 
 # TGI/LMI parameter -> vLLM completion parameter, where only the name differs.
 RENAMED = {

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from handler.errors import RequestError
+from handler.records.errors import RequestError
 
 Body = Any
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from model_hosting_container_standards.sagemaker.sessions.manager import Session, SessionManager
 
-from handler import records
-from handler.errors import RequestError
+from handler.records import json_record
+from handler.records.errors import RequestError
 
 SESSION_ID = b"x-amzn-sagemaker-session-id"
 NEW_SESSION_ID = b"x-amzn-sagemaker-new-session-id"
@@ -55,7 +55,7 @@ def request_type(body: bytes) -> str | None:
     one of the two."""
     if b'"requestType"' not in body:
         return None
-    record = records.parse(body)
+    record = json_record.parse(body)
     if not isinstance(record, dict) or "requestType" not in record:
         return None
     kind = record["requestType"]

@@ -1,0 +1,1 @@
+"""What SageMaker calls: /invocations, /execution-parameters, adapters, sessions, custom code."""
