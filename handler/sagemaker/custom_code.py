@@ -14,6 +14,7 @@ batch lines, sessions, adapters) on the handler's request, or on a body of the h
 """
 
 import asyncio
+import inspect
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -49,7 +50,10 @@ def _customer(handler_type: str) -> str | None:
     handler = handler_registry.get_handler(handler_type)
     if handler is None or handler is handler_registry.get_framework_default(handler_type):
         return None
-    return f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
+    function = inspect.unwrap(handler)
+    code = getattr(function, "__code__", None)
+    where = os.path.basename(code.co_filename) if code else getattr(function, "__module__", "?")
+    return f"{where}:{getattr(function, '__qualname__', function)}"
 
 
 def log(found: Replaced) -> None:
