@@ -14,6 +14,7 @@ batch lines, sessions, adapters) on the handler's request, or on a body of the h
 """
 
 import asyncio
+import contextlib
 import inspect
 import os
 from collections.abc import AsyncIterator
@@ -24,7 +25,9 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Message
 
+from container import handler_specs
 from handler.logs import logger
+from handler.records import asgi_call
 
 # Where the middleware leaves its /invocations for a customer handler to find.
 SCOPE_KEY = "vllm_sagemaker.invocations"
@@ -58,10 +61,7 @@ def _customer(handler_type: str) -> str | None:
 
 def log(found: Replaced) -> None:
     """One line saying which script was found and what it replaced; nothing without one."""
-    script = os.path.join(
-        os.environ.get("SAGEMAKER_MODEL_PATH", "/opt/ml/model/"),
-        os.environ.get("CUSTOM_SCRIPT_FILENAME", "model.py"),
-    )
+    script = handler_specs.script_path(os.environ)
     if not (os.path.isfile(script) or found.ping or found.invocations):
         return
     logger.info(
@@ -93,19 +93,23 @@ async def invoke(
     if content_type:
         headers.append((b"content-type", content_type.encode("latin-1")))
     messages: asyncio.Queue[Message | None] = asyncio.Queue()
-    delivered = False
+    disconnected = asyncio.Event()
 
-    async def receive() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        return await request.receive()
+    async def watch_client() -> None:
+        with contextlib.suppress(Exception):
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+        disconnected.set()
 
     async def run() -> None:
+        watcher = asyncio.create_task(watch_client())
         try:
-            await invocations({**request.scope, "headers": headers}, receive, messages.put)
+            await asgi_call.dispatch(
+                invocations, request.scope, "POST", "/invocations", raw, headers,
+                messages.put, disconnected,
+            )  # fmt: skip
         finally:
+            watcher.cancel()
             await messages.put(None)
 
     task = asyncio.create_task(run())
