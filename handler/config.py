@@ -61,7 +61,9 @@ class BatchApiSettings:
     and SAGEMAKER_BATCH_MAX_INPUT_MB (a batch input file, OpenAI's 200); how batches run:
     SAGEMAKER_MAX_CONCURRENT_BATCHES at once, SAGEMAKER_BATCH_MAX_INFLIGHT lines each,
     SAGEMAKER_BATCH_PRIORITY (set by `serve` under priority scheduling),
-    SAGEMAKER_BATCH_YIELD (`false`: keep the whole window under live traffic) and
+    SAGEMAKER_BATCH_YIELD (`false`: keep the whole window under live traffic),
+    SAGEMAKER_LIVE_LATENCY_SLO (milliseconds to a live request's first byte that batch work must
+    not push it past; unset: twice what live requests take while no batch runs) and
     SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS (OpenAI's 24 h)."""
 
     enabled: bool
@@ -72,6 +74,7 @@ class BatchApiSettings:
     max_inflight: int = DEFAULT_BATCH_INFLIGHT
     priority: int | None = None
     yields: bool = True
+    live_slo_s: float | None = None
     window_s: int = COMPLETION_WINDOW_S
 
     @classmethod
@@ -92,6 +95,9 @@ class BatchApiSettings:
             or DEFAULT_BATCH_INFLIGHT,
             priority=batch_priority(env),
             yields=env.get("SAGEMAKER_BATCH_YIELD", "true").lower() != "false",
+            live_slo_s=(slo / 1000)
+            if (slo := positive_int(env, "SAGEMAKER_LIVE_LATENCY_SLO"))
+            else None,
             window_s=positive_int(env, "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS")
             or COMPLETION_WINDOW_S,
         )

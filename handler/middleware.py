@@ -12,8 +12,9 @@ bodies over the payload limit get 413, and everything else goes to vLLM untouche
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from handler.batches import admission
 from handler.batches import routes as batch_routes
-from handler.batches.window import LiveTraffic
+from handler.batches.window import BatchWindow
 from handler.config import Config
 from handler.lifecycle import StopRequests
 from handler.logs import logger
@@ -50,12 +51,15 @@ class SageMakerMiddleware:
         pipeline = Pipeline(app)
         self.invocations = Invocations(self.config, pipeline)
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
-        self.live = LiveTraffic()
+        batches = self.config.batch_api
+        self.window = BatchWindow(
+            admission.Settings(full=batches.max_inflight, slo_s=batches.live_slo_s), batches.yields
+        )
         self.stops = StopRequests()
         self.ping = Ping(app, self.stops)
         self.custom = custom_code.Replaced()
         self.batch_api = batch_routes.BatchRoutes(
-            self.config.batch_api, pipeline, self.live, self.config.api_keys
+            self.config.batch_api, pipeline, self.window, self.config.api_keys
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -65,11 +69,17 @@ class SageMakerMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if is_live(scope):
-            with self.live.request():
-                await self.route(scope, receive, send)
-        else:
+        if not is_live(scope):
             await self.route(scope, receive, send)
+            return
+        with self.window.live() as answer_started:
+
+            async def timed(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    answer_started()
+                await send(message)
+
+            await self.route(scope, receive, timed)
 
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         """vLLM's lifespan, with the batch scheduler started once the server is up and stopped

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from handler.batches import batch_object
+from handler.batches import admission, batch_object
 from handler.batches.batches_api import cancelled
 from handler.batches.store import Store, StoredFile
-from handler.batches.window import UNDER_LOAD_DIVISOR, LiveTraffic, Window
+from handler.batches.window import BatchWindow
 from handler.records.batch_lines import MAX_LINES, validate
 from handler.records.errors import RequestError
 
@@ -161,20 +161,18 @@ def test_cancel_transitions(status: str, after: str | None) -> None:
     assert (changed["status"] if changed else None) == after
 
 
-@pytest.mark.parametrize(
-    ("in_flight", "yields", "limit"),
-    [(0, True, 256), (1, True, 256 // UNDER_LOAD_DIVISOR), (3, False, 256)],
-)
-def test_the_window_shrinks_under_live_traffic(in_flight: int, yields: bool, limit: int) -> None:
-    live = LiveTraffic()
-    live.in_flight = in_flight
-    assert Window(256, live, yields).limit() == limit
+@pytest.mark.parametrize(("yields", "limit"), [(True, 64), (False, 256)])
+def test_a_live_request_after_a_quiet_spell_shrinks_the_window(yields: bool, limit: int) -> None:
+    window = BatchWindow(admission.Settings(full=256), yields)
+    assert window.limit() == 256
+    with window.live():
+        assert window.limit() == limit
 
 
 def test_the_window_never_closes() -> None:
-    live = LiveTraffic()
-    live.in_flight = 5
-    assert Window(3, live, True).limit() == 1
+    window = BatchWindow(admission.Settings(full=3), yields=True)
+    with window.live():
+        assert window.limit() == 1
 
 
 def batch(batch_id: str, status: str = "validating") -> dict:

@@ -14,7 +14,7 @@ from handler.batches import batches_api, files_api
 from handler.batches.runner import RunSettings, Runtime
 from handler.batches.scheduler import Scheduler, runner_id
 from handler.batches.store import Store, StoreError
-from handler.batches.window import LiveTraffic
+from handler.batches.window import BatchWindow
 from handler.config import BatchApiSettings
 from handler.logs import logger
 from handler.records.asgi_call import Headers
@@ -64,12 +64,12 @@ class BatchRoutes:
         self,
         settings: BatchApiSettings,
         pipeline: Pipeline,
-        live: LiveTraffic,
+        window: BatchWindow,
         api_keys: tuple[str, ...],
     ) -> None:
         self.settings = settings
         self.pipeline = pipeline
-        self.live = live
+        self.window = window
         self.headers: Headers = (
             [(b"authorization", f"Bearer {api_keys[0]}".encode())] if api_keys else []
         )
@@ -92,11 +92,9 @@ class BatchRoutes:
 
     def _scheduler(self, store: Store) -> Scheduler:
         settings = self.settings
-        run = RunSettings(
-            settings.max_inflight, settings.priority, settings.yields, LEASE_S, CHECK_EVERY_S
-        )
+        run = RunSettings(settings.priority, LEASE_S, CHECK_EVERY_S)
         scope = self.scope or base_scope({})
-        runtime = Runtime(store, self.pipeline, scope, self.headers, self.live, run, runner_id())
+        runtime = Runtime(store, self.pipeline, scope, self.headers, self.window, run, runner_id())
         self.scheduler = Scheduler(runtime, settings.max_concurrent)
         self.scheduler.start()
         return self.scheduler

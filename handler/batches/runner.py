@@ -28,7 +28,7 @@ from starlette.types import Scope
 
 from handler.batches.results import Results
 from handler.batches.store import Batch, Store, StoredFile
-from handler.batches.window import LiveTraffic, Window
+from handler.batches.window import BatchWindow
 from handler.records import asgi_call
 from handler.records.batch_lines import Outcome, Validation, outcome, validate
 from handler.records.context import RecordContext
@@ -57,9 +57,7 @@ class RunEnded(Exception):
 
 @dataclass(frozen=True)
 class RunSettings:
-    max_inflight: int
     priority: int | None
-    yields: bool
     lease_s: float
     check_every_s: float
 
@@ -72,7 +70,7 @@ class Runtime:
     pipeline: Pipeline
     scope: Scope
     headers: asgi_call.Headers
-    live: LiveTraffic
+    window: BatchWindow
     settings: RunSettings
     owner: str
 
@@ -176,8 +174,7 @@ class BatchRun:
             stop=stop,
             priority=self.runtime.settings.priority,
         )
-        settings = self.runtime.settings
-        window = Window(settings.max_inflight, self.runtime.live, settings.yields)
+        window = self.runtime.window
         try:
             async with asyncio.TaskGroup() as group:
                 watcher = group.create_task(self.watch(results, stop))
@@ -200,7 +197,7 @@ class BatchRun:
         group: asyncio.TaskGroup,
         context: RecordContext,
         results: Results,
-        window: Window,
+        window: BatchWindow,
     ) -> None:
         """Start every pending line as a window slot frees; once stopped, answer the rest at
         once (without the engine)."""
@@ -217,7 +214,7 @@ class BatchRun:
             await asyncio.wait(running)
 
     async def line(
-        self, context: RecordContext, raw: bytes, number: int, results: Results, window: Window
+        self, context: RecordContext, raw: bytes, number: int, results: Results, window: BatchWindow
     ) -> None:
         try:
             results.write(*await self.answer(context, raw, number))

@@ -1,77 +1,93 @@
-"""How many batch lines may be in flight: all of the window when the server is idle, a fraction
-of it while real-time requests are in flight, and all of it again once they have stopped.
+"""The one admission controller of batch work in this process, fed by live traffic.
 
-`LiveTraffic` counts the real-time requests of this process (the middleware wraps each one);
-`Window` hands out slots to batch lines. Lines already running are never aborted when the window
-shrinks: they run at a lower engine priority, so the engine serves real-time requests first.
+`BatchWindow` counts the real-time requests the middleware wraps (`live()`), times each to its
+first response byte, and hands out slots to batch lines; its size follows the rules of
+`handler.batches.admission`. Lines already running are never aborted when the window shrinks:
+they run at a lower engine priority, so the engine serves real-time requests first.
 """
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-# The window under live load is this fraction of the full window (at least one line).
-UNDER_LOAD_DIVISOR = 16
-# The window grows back this long after the last real-time request finished.
-IDLE_AFTER_S = 0.5
+from handler.batches import admission
+from handler.logs import logger
+
+# How often a waiting batch line looks at the window again when nothing else wakes it.
+RECHECK_S = 0.25
 
 
-class LiveTraffic:
-    """Real-time requests in flight in this process."""
+class BatchWindow:
+    """Slots for batch lines, sized by live traffic (or always full when `yields` is False)."""
 
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.last_seen = -float("inf")
-        self.changed = asyncio.Event()
+    def __init__(self, settings: admission.Settings, yields: bool) -> None:
+        self.settings = settings
+        self.yields = yields
+        self.state = admission.initial(settings)
+        self.live_in_flight = 0
+        self.last_live = -float("inf")
+        self.running = 0
+        self._changed = asyncio.Event()
 
     @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
-        self.in_flight += 1
-        self.changed.set()
+    def live(self) -> Iterator[Callable[[], None]]:
+        """Around one real-time request; call what it yields when its answer starts."""
+        started = time.monotonic()
+        answered = False
+        batch_running = self.running > 0
+        self.live_in_flight += 1
+        self._update(admission.live_arrived(self.state, self.settings, started))
+
+        def answer_started() -> None:
+            nonlocal answered
+            if not answered:
+                answered = True
+                now = time.monotonic()
+                latency = now - started
+                self._update(
+                    admission.observe(self.state, self.settings, latency, batch_running, now)
+                )
+
         try:
-            yield
+            yield answer_started
         finally:
-            self.in_flight -= 1
-            self.last_seen = time.monotonic()
-            self.changed.set()
+            self.live_in_flight -= 1
+            self.last_live = time.monotonic()
+            self._changed.set()
 
-    def busy(self) -> bool:
-        return self.in_flight > 0 or time.monotonic() - self.last_seen < IDLE_AFTER_S
-
-
-class Window:
-    """Slots for batch lines: `full` when idle; `full // UNDER_LOAD_DIVISOR` while `live` is
-    busy, unless the window does not yield (`yields` False)."""
-
-    def __init__(self, full: int, live: LiveTraffic, yields: bool) -> None:
-        self.full = full
-        self.live = live
-        self.yields = yields
-        self.running = 0
-        self._released = asyncio.Event()
+    def _update(self, state: admission.State) -> None:
+        if state.window != self.state.window:
+            logger.info(
+                "batch window %d -> %d (%s; live %.0f ms, target %s)",
+                self.state.window,
+                state.window,
+                state.reason,
+                (state.recent_s or 0) * 1000,
+                f"{state.target_s(self.settings) * 1000:.0f} ms"
+                if state.target_s(self.settings) is not None
+                else "learning",
+            )
+            self._changed.set()
+        self.state = state
 
     def limit(self) -> int:
-        if self.yields and self.live.busy():
-            return max(1, self.full // UNDER_LOAD_DIVISOR)
-        return self.full
+        if not self.yields:
+            return self.settings.full
+        now = time.monotonic()
+        self._update(
+            admission.tick(self.state, self.settings, self.live_in_flight, self.last_live, now)
+        )
+        return self.state.window
 
     async def acquire(self) -> None:
-        """Wait for a slot: one is released, live traffic changes, or the window grows back."""
+        """Wait for a slot: one is released, the window changes, or time lets it grow."""
         while self.running >= self.limit():
-            self._released.clear()
-            self.live.changed.clear()
-            waits = [
-                asyncio.ensure_future(self._released.wait()),
-                asyncio.ensure_future(self.live.changed.wait()),
-            ]
-            try:
-                await asyncio.wait(waits, timeout=IDLE_AFTER_S, return_when="FIRST_COMPLETED")
-            finally:
-                for wait in waits:
-                    wait.cancel()
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), RECHECK_S)
         self.running += 1
 
     def release(self) -> None:
         self.running -= 1
-        self._released.set()
+        self._changed.set()

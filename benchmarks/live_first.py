@@ -1,0 +1,185 @@
+"""Live traffic first, measured at the tail: real-time latency beside a running batch, and what
+the real-time traffic costs the batch, with the admission controller and without it.
+
+Live traffic: Poisson arrivals of 8-token chat requests through `/invocations`. Batch: chat lines
+of 32 tokens, through (a) `/v1/batches` and (b) `vllm-sagemaker batch --endpoint`, on a server
+whose batch work yields (the default) and on one where it does not (`SAGEMAKER_BATCH_YIELD=false`),
+both started in this run. For each arrival rate it prints live p50/p95/p99 against the same
+traffic on the idle server, and the batch's lines/s against the batch alone.
+
+    .venv/bin/python -m benchmarks.live_first [--lines 3000] [--rates 0.5 2 8]
+"""
+
+import argparse
+import random
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+
+from benchmarks.batch_runner import VLLM_SAGEMAKER, write_file
+from tests import model_factory, servers
+
+SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
+LIVE_BODY = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "min_tokens": 8}
+BATCH_TOKENS = 32
+
+
+@dataclass
+class Tail:
+    p50: float
+    p95: float
+    p99: float
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> "Tail":
+        ordered = sorted(seconds)
+
+        def at(q: float) -> float:
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+        return cls(at(0.5), at(0.95), at(0.99))
+
+
+class LiveTraffic:
+    """Poisson arrivals of short chats at `rate` per second until stopped; latencies kept."""
+
+    def __init__(self, url: str, rate: float, seed: int = 7) -> None:
+        self.url, self.rate, self.random = url, rate, random.Random(seed)
+        self.latencies: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._driver = threading.Thread(target=self._drive)
+
+    def _one(self) -> None:
+        started = time.perf_counter()
+        reply = httpx.post(self.url + "/invocations", json=LIVE_BODY, timeout=300)
+        if reply.status_code == 200:
+            self.latencies.append(time.perf_counter() - started)
+        else:
+            self.failures += 1
+
+    def _drive(self) -> None:
+        while not self._stop.wait(self.random.expovariate(self.rate)):
+            thread = threading.Thread(target=self._one)
+            thread.start()
+            self._threads.append(thread)
+
+    def __enter__(self) -> "LiveTraffic":
+        self._driver.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._driver.join()
+        for thread in self._threads:
+            thread.join()
+
+
+def batch_api(server: servers.Server, source: Path) -> float:
+    """Seconds from create to completed of a /v1/batches batch of `source`."""
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    uploaded = sdk.files.create(file=source.open("rb"), purpose="batch")
+    started = time.perf_counter()
+    batch = sdk.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    while batch.status not in ("completed", "failed", "cancelled", "expired"):
+        time.sleep(0.2)
+        batch = sdk.batches.retrieve(batch.id)
+    assert batch.status == "completed", batch
+    return time.perf_counter() - started
+
+
+def batch_runner(server: servers.Server, source: Path, out: Path) -> float:
+    """Seconds `vllm-sagemaker batch --endpoint` takes for `source` against `server`."""
+    out.unlink(missing_ok=True)
+    started = time.perf_counter()
+    command = [VLLM_SAGEMAKER, "batch", "-i", str(source), "-o", str(out), "--endpoint", server.url]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def idle_tail(url: str, rate: float, seconds: float) -> Tail:
+    with LiveTraffic(url, rate) as live:
+        time.sleep(seconds)
+    return Tail.of(live.latencies)
+
+
+def measure(
+    server: servers.Server, run: Callable[[], float], rates: list[float]
+) -> list[tuple[float, Tail, float]]:
+    """(rate, live tail during the batch, batch seconds) per rate; first the batch alone."""
+    rows = [(0.0, Tail(0, 0, 0), run())]
+    for rate in rates:
+        with LiveTraffic(server.url, rate) as live:
+            seconds = run()
+        rows.append((rate, Tail.of(live.latencies), seconds))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=3000)
+    parser.add_argument("--rates", type=float, nargs="+", default=[0.5, 2.0, 8.0])
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model = model_factory.make_chat_model(root / "chat")
+        source = root / "in.jsonl"
+        write_file(source, args.lines, BATCH_TOKENS)
+        env = {
+            "yields": {**SERVER_ENV, "SAGEMAKER_BATCH_STORE": str(root / "a")},
+            "no yield": {
+                **SERVER_ENV,
+                "SAGEMAKER_BATCH_STORE": str(root / "b"),
+                "SAGEMAKER_BATCH_YIELD": "false",
+            },
+        }
+        models = dict.fromkeys(env, model)
+        print(
+            f"{args.lines} chat lines x {BATCH_TOKENS} tokens beside Poisson live chats of 8 "
+            "tokens; tiny Llama, 2 cores, 256 seqs"
+        )
+        print(
+            f"{'server':9} {'batch via':20} {'live/s':>6} {'p50 ms':>7} {'p95 ms':>7} "
+            f"{'p99 ms':>7} {'p50 x':>6} {'p95 x':>6} {'p99 x':>6} {'lines/s':>8} {'kept':>5}"
+        )
+        with servers.running(models, root, {name: env[name] for name in env}) as running:
+            for name, server in running.items():
+                idle = {rate: idle_tail(server.url, rate, args.idle_seconds) for rate in args.rates}
+                for rate, tail in idle.items():
+                    print(
+                        f"{name:9} {'(idle)':20} {rate:6.1f} {tail.p50 * 1000:7.0f} "
+                        f"{tail.p95 * 1000:7.0f} {tail.p99 * 1000:7.0f}"
+                    )
+                ways = {
+                    "/v1/batches": lambda s=server: batch_api(s, source),
+                    "batch --endpoint": lambda s=server: batch_runner(s, source, root / "o.jsonl"),
+                }
+                for way, run in ways.items():
+                    rows = measure(server, run, args.rates)
+                    alone = args.lines / rows[0][2]
+                    print(f"{name:9} {way:20} {'-':>6} {'':47} {alone:8.1f} {'100%':>5}")
+                    for rate, tail, seconds in rows[1:]:
+                        base = idle[rate]
+                        rate_lines = args.lines / seconds
+                        print(
+                            f"{name:9} {way:20} {rate:6.1f} {tail.p50 * 1000:7.0f} "
+                            f"{tail.p95 * 1000:7.0f} {tail.p99 * 1000:7.0f} "
+                            f"{tail.p50 / base.p50:6.2f} {tail.p95 / base.p95:6.2f} "
+                            f"{tail.p99 / base.p99:6.2f} {rate_lines:8.1f} "
+                            f"{rate_lines / alone:5.0%}"
+                        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""How many batch lines may run beside live traffic: the admission rules, as pure functions.
+
+The batch window is driven by what live requests measure, not by a fixed fraction:
+
+- live latency is compared with a baseline learned while no batch work ran (an exponentially
+  weighted mean of the same measure), or with `slo_s` when a target is set;
+- the window halves at once when live requests run slower than `slo_ratio` times the baseline
+  (at most once per `shrink_every_s`, so one slow spell does not empty it), and on the first live
+  request after a quiet spell it drops to a quarter, before any live request has suffered;
+- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target;
+- after `quiet_s` without any live request the batch gets the whole window.
+
+`State.reason` says why the window last changed, for the log line and the metrics.
+"""
+
+from dataclasses import dataclass, replace
+
+# Weight of a new latency sample in the moving averages.
+SMOOTHING = 0.2
+
+
+@dataclass(frozen=True)
+class Settings:
+    full: int
+    slo_ratio: float = 2.0
+    slo_s: float | None = None
+    quiet_s: float = 2.0
+    grow_every_s: float = 1.0
+    shrink_every_s: float = 0.5
+    floor: int = 1
+
+    @property
+    def grow_by(self) -> int:
+        return max(1, self.full // 16)
+
+
+@dataclass(frozen=True)
+class State:
+    window: int
+    baseline_s: float | None = None
+    recent_s: float | None = None
+    changed_at: float = float("-inf")
+    reason: str = "quiet"
+
+    def target_s(self, settings: Settings) -> float | None:
+        """The live latency the controller holds the batch to, once it knows one."""
+        if settings.slo_s is not None:
+            return settings.slo_s
+        return None if self.baseline_s is None else settings.slo_ratio * self.baseline_s
+
+
+def initial(settings: Settings) -> State:
+    return State(window=settings.full)
+
+
+def _mean(previous: float | None, sample: float) -> float:
+    return sample if previous is None else (1 - SMOOTHING) * previous + SMOOTHING * sample
+
+
+def live_arrived(state: State, settings: Settings, now: float) -> State:
+    """A live request started: leaving a quiet spell, the batch steps back before it hurts."""
+    if state.reason != "quiet" or state.window <= settings.floor:
+        return state
+    window = max(settings.floor, settings.full // 4)
+    return replace(state, window=window, changed_at=now, reason="live arrived")
+
+
+def observe(
+    state: State, settings: Settings, latency_s: float, batch_running: bool, now: float
+) -> State:
+    """A live request's latency: learn the baseline while no batch ran, shrink when slow."""
+    baseline = state.baseline_s if batch_running else _mean(state.baseline_s, latency_s)
+    state = replace(state, baseline_s=baseline, recent_s=_mean(state.recent_s, latency_s))
+    target = state.target_s(settings)
+    slow = target is not None and state.recent_s is not None and state.recent_s > target
+    if not slow or state.window <= settings.floor:
+        return state
+    if state.reason == "shrink" and now - state.changed_at < settings.shrink_every_s:
+        return state
+    window = max(settings.floor, state.window // 2)
+    return replace(state, window=window, changed_at=now, reason="shrink")
+
+
+def tick(
+    state: State, settings: Settings, live_in_flight: int, last_live_s: float, now: float
+) -> State:
+    """Time passed: a quiet spell gives the whole window; meeting the target grows it."""
+    if live_in_flight == 0 and now - last_live_s >= settings.quiet_s:
+        if state.reason == "quiet" and state.window == settings.full:
+            return state
+        return replace(state, window=settings.full, changed_at=now, reason="quiet")
+    target = state.target_s(settings)
+    meeting = target is None or state.recent_s is None or state.recent_s <= target
+    if (
+        not meeting
+        or state.window >= settings.full
+        or now - state.changed_at < settings.grow_every_s
+    ):
+        return state
+    window = min(settings.full, state.window + settings.grow_by)
+    return replace(state, window=window, changed_at=now, reason="grow")

@@ -1,0 +1,163 @@
+"""The batch admission rules (handler.batches.admission), with no engine: shrink at once when
+live requests suffer, grow back gradually, the whole window after a quiet spell."""
+
+import pytest
+
+from handler.batches import admission
+from handler.batches.admission import Settings, State
+
+S = Settings(full=256, slo_ratio=2.0, quiet_s=2.0, grow_every_s=1.0, shrink_every_s=0.5)
+
+
+def test_a_new_controller_gives_the_whole_window() -> None:
+    assert admission.initial(S) == State(window=256, reason="quiet")
+
+
+@pytest.mark.parametrize(
+    ("state", "expected_window", "expected_reason"),
+    [
+        (State(window=256, reason="quiet"), 64, "live arrived"),
+        (State(window=40, reason="grow"), 40, "grow"),  # already under live control
+        (State(window=1, reason="quiet"), 1, "quiet"),  # nothing to give back
+    ],
+)
+def test_live_arrival_after_quiet_steps_back_before_it_hurts(
+    state: State, expected_window: int, expected_reason: str
+) -> None:
+    after = admission.live_arrived(state, S, now=10.0)
+    assert (after.window, after.reason) == (expected_window, expected_reason)
+
+
+@pytest.mark.parametrize(
+    ("state", "latency", "batch_running", "now", "window", "reason"),
+    [
+        # learning: no baseline yet, no batch running -> baseline learned, nothing changes
+        (State(window=256), 0.05, False, 1.0, 256, "quiet"),
+        # within 2x of the baseline: nothing changes
+        (
+            State(window=64, baseline_s=0.05, recent_s=0.05, reason="grow"),
+            0.09,
+            True,
+            5.0,
+            64,
+            "grow",
+        ),
+        # live suffers: the window halves at once
+        (
+            State(window=64, baseline_s=0.05, recent_s=0.12, reason="grow"),
+            0.2,
+            True,
+            5.0,
+            32,
+            "shrink",
+        ),
+        # again within shrink_every_s of the last halving: held
+        (
+            State(window=32, baseline_s=0.05, recent_s=0.2, changed_at=4.8, reason="shrink"),
+            0.3,
+            True,
+            5.0,
+            32,
+            "shrink",
+        ),
+        # after shrink_every_s: halves again
+        (
+            State(window=32, baseline_s=0.05, recent_s=0.2, changed_at=4.0, reason="shrink"),
+            0.3,
+            True,
+            5.0,
+            16,
+            "shrink",
+        ),
+        # never below the floor
+        (
+            State(window=1, baseline_s=0.05, recent_s=0.2, reason="shrink"),
+            0.3,
+            True,
+            9.0,
+            1,
+            "shrink",
+        ),
+    ],
+)
+def test_observe(
+    state: State, latency: float, batch_running: bool, now: float, window: int, reason: str
+) -> None:
+    after = admission.observe(state, S, latency, batch_running, now)
+    assert (after.window, after.reason) == (window, reason)
+
+
+def test_the_baseline_is_learned_only_while_no_batch_runs() -> None:
+    state = admission.observe(State(window=8), S, 0.04, batch_running=False, now=0.0)
+    assert state.baseline_s == pytest.approx(0.04)
+    busy = admission.observe(state, S, 1.0, batch_running=True, now=1.0)
+    assert busy.baseline_s == pytest.approx(0.04)
+    assert busy.recent_s == pytest.approx(0.8 * 0.04 + 0.2 * 1.0)
+
+
+def test_a_fixed_target_replaces_the_learned_baseline() -> None:
+    fixed = Settings(full=64, slo_s=0.5)
+    state = State(window=64, baseline_s=0.01, recent_s=0.4, reason="grow")
+    assert admission.observe(state, fixed, 0.45, True, 1.0).window == 64
+    assert admission.observe(state, fixed, 2.0, True, 1.0).window == 32
+
+
+@pytest.mark.parametrize(
+    ("state", "in_flight", "last_live", "now", "window", "reason"),
+    [
+        # quiet for quiet_s: the whole window at once
+        (State(window=4, reason="shrink", changed_at=0.0), 0, 1.0, 3.0, 256, "quiet"),
+        # not quiet long enough, live meets the target: grows by full // 16
+        (
+            State(window=4, baseline_s=0.05, recent_s=0.06, reason="shrink", changed_at=0.0),
+            0,
+            1.5,
+            3.0,
+            20,
+            "grow",
+        ),
+        # live still in flight: no quiet spell, grows if meeting the target
+        (
+            State(window=4, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=1.0),
+            2,
+            0.0,
+            2.5,
+            20,
+            "grow",
+        ),
+        # grew less than grow_every_s ago: held
+        (
+            State(window=20, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=2.5),
+            2,
+            0.0,
+            3.0,
+            20,
+            "grow",
+        ),
+        # live suffering: never grows
+        (
+            State(window=4, baseline_s=0.05, recent_s=0.2, reason="shrink", changed_at=0.0),
+            1,
+            0.0,
+            9.0,
+            4,
+            "shrink",
+        ),
+        # never above full
+        (
+            State(window=250, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=0.0),
+            1,
+            0.0,
+            9.0,
+            256,
+            "grow",
+        ),
+        # already quiet and full: unchanged (changed_at kept)
+        (State(window=256, reason="quiet", changed_at=1.0), 0, 0.0, 9.0, 256, "quiet"),
+    ],
+)
+def test_tick(
+    state: State, in_flight: int, last_live: float, now: float, window: int, reason: str
+) -> None:
+    after = admission.tick(state, S, in_flight, last_live, now)
+    assert (after.window, after.reason) == (window, reason)
