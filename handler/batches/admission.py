@@ -24,7 +24,7 @@ class Settings:
     full: int
     slo_ratio: float = 2.0
     slo_s: float | None = None
-    quiet_s: float = 2.0
+    quiet_s: float = 10.0
     grow_every_s: float = 1.0
     shrink_every_s: float = 0.5
     floor: int = 1

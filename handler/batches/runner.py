@@ -16,6 +16,7 @@ results files.
 """
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import time
@@ -43,6 +44,8 @@ EXPIRED = RequestError(
     "This request could not be executed before the completion window expired.",
     "batch_expired",
 )
+# A running line given back to the queue so live requests get the engine; it runs again later.
+PREEMPTED = RequestError(503, "preempted for live traffic; the line runs again", "preempted")
 OUTPUT_EXPIRY_S = 30 * 24 * 3600
 # An engine 5xx is tried again this many times while the engine is healthy, then written.
 RETRIES = 2
@@ -201,23 +204,64 @@ class BatchRun:
     ) -> None:
         """Start every pending line as a window slot frees; once stopped, answer the rest at
         once (without the engine)."""
-        running: set[asyncio.Task[None]] = set()
-        for number, raw in self.pending(set(results.answered)):
+        running: dict[asyncio.Task[None], Stop] = {}
+        requeued: list[tuple[int, bytes]] = []
+        preempter = group.create_task(self.preempt(context, running, window))
+
+        source = self.pending(set(results.answered))
+        try:
+            while True:
+                line = requeued.pop() if requeued else next(source, None)
+                if line is None:
+                    if not running:
+                        break
+                    await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                number, raw = line
+                if context.stop.reason is not None:
+                    results.write(*await self.answer(context, raw, number))
+                    continue
+                await window.acquire()
+                line_context = dataclasses.replace(context, stop=Stop())
+                task = group.create_task(
+                    self.line(line_context, raw, number, results, window, requeued)
+                )
+                running[task] = line_context.stop
+                task.add_done_callback(lambda done: running.pop(done, None))
+        finally:
+            preempter.cancel()
+
+    async def preempt(
+        self, context: RecordContext, running: dict[asyncio.Task[None], Stop], window: BatchWindow
+    ) -> None:
+        """Stop the youngest running lines beyond the window (they are queued again), and every
+        running line once the batch is stopped."""
+        while True:
             if context.stop.reason is not None:
-                results.write(*await self.answer(context, raw, number))
-                continue
-            await window.acquire()
-            task = group.create_task(self.line(context, raw, number, results, window))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        if running:
-            await asyncio.wait(running)
+                for line_stop in running.values():
+                    line_stop(context.stop.reason)
+            else:
+                excess = window.running - window.limit()
+                for line_stop in list(running.values())[::-1][: max(0, excess)]:
+                    line_stop(PREEMPTED)
+            await window.changed(0.1)
 
     async def line(
-        self, context: RecordContext, raw: bytes, number: int, results: Results, window: BatchWindow
+        self,
+        context: RecordContext,
+        raw: bytes,
+        number: int,
+        results: Results,
+        window: BatchWindow,
+        requeued: list[tuple[int, bytes]],
     ) -> None:
         try:
-            results.write(*await self.answer(context, raw, number))
+            line, result = await self.answer(context, raw, number)
+            if context.stop.reason is PREEMPTED and not result.succeeded:
+                window.preempted += 1
+                requeued.append((number, raw))
+            else:
+                results.write(line, result)
         finally:
             window.release()
 

@@ -28,6 +28,7 @@ class BatchWindow:
         self.live_in_flight = 0
         self.last_live = -float("inf")
         self.running = 0
+        self.preempted = 0
         self._changed = asyncio.Event()
 
     @contextlib.contextmanager
@@ -83,10 +84,14 @@ class BatchWindow:
     async def acquire(self) -> None:
         """Wait for a slot: one is released, the window changes, or time lets it grow."""
         while self.running >= self.limit():
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), RECHECK_S)
+            await self.changed(RECHECK_S)
         self.running += 1
+
+    async def changed(self, timeout: float) -> None:
+        """Until the window changes or a slot is released, at most `timeout` seconds."""
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
 
     def release(self) -> None:
         self.running -= 1
