@@ -46,6 +46,9 @@ EXPIRED = RequestError(
 )
 # A running line given back to the queue so live requests get the engine; it runs again later.
 PREEMPTED = RequestError(503, "preempted for live traffic; the line runs again", "preempted")
+# At most this many lines are preempted per check (every 0.1 s): stopping hundreds at once
+# held the API server's event loop for seconds.
+PREEMPT_AT_ONCE = 8
 OUTPUT_EXPIRY_S = 30 * 24 * 3600
 # An engine 5xx is tried again this many times while the engine is healthy, then written.
 RETRIES = 2
@@ -241,7 +244,7 @@ class BatchRun:
                 for line_stop in running.values():
                     line_stop(context.stop.reason)
             else:
-                excess = window.running - window.limit()
+                excess = min(window.running - window.limit(), PREEMPT_AT_ONCE)
                 for line_stop in list(running.values())[::-1][: max(0, excess)]:
                     line_stop(PREEMPTED)
             await window.changed(0.1)
