@@ -49,6 +49,7 @@ PREEMPTED = RequestError(503, "preempted for live traffic; the line runs again",
 # At most this many lines are preempted per check (every 0.1 s): stopping hundreds at once
 # held the API server's event loop for seconds.
 PREEMPT_AT_ONCE = 8
+START_EVERY_S = 0.002
 OUTPUT_EXPIRY_S = 30 * 24 * 3600
 # An engine 5xx is tried again this many times while the engine is healthy, then written.
 RETRIES = 2
@@ -231,6 +232,9 @@ class BatchRun:
                 )
                 running[task] = line_context.stop
                 task.add_done_callback(lambda done: running.pop(done, None))
+                # Paced: each start renders its prompt on the event loop, so hundreds started in
+                # one pass would hold live requests back for seconds.
+                await asyncio.sleep(START_EVERY_S)
         finally:
             preempter.cancel()
 
