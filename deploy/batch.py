@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from deploy import invoke, local_engine, storage, targets
 from deploy.ordered import in_order
+from deploy.pace import Pace
 from deploy.targets import MAX_REQUEST_BYTES, Target
 from handler.records.batch_lines import Checked, Fault, Outcome, checked_lines, outcome, repair
 from handler.records.errors import RequestError
@@ -48,6 +49,7 @@ class Summary:
     succeeded: int = 0
     failed: int = 0
     resumed: int = 0
+    throttled: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -70,7 +72,8 @@ class Summary:
 
     def line(self, seconds: float) -> str:
         rate = self.lines / seconds if seconds > 0 else 0.0
-        return f"{self.counts()}, {seconds:.1f} s, {rate:.1f} lines/s"
+        waited = f", {self.throttled} calls throttled for live traffic" if self.throttled else ""
+        return f"{self.counts()}, {seconds:.1f} s, {rate:.1f} lines/s{waited}"
 
 
 def staged_path(uri: str, tmp_dir: str) -> str:
@@ -244,10 +247,14 @@ class Progress:
         return time.monotonic() - self.started
 
 
+def most_calls(job: BatchJob) -> int:
+    """Mini-batches in flight at most (fewer while the container throttles batch work)."""
+    return max(1, job.max_inflight // LINES_PER_REQUEST)
+
+
 @contextlib.asynccontextmanager
-async def target_for(job: BatchJob) -> AsyncIterator[Target]:
+async def target_for(job: BatchJob, pace: Pace) -> AsyncIterator[Target]:
     """Where the job's mini-batches go, ready to take them."""
-    calls = max(1, job.max_inflight // LINES_PER_REQUEST)
     if job.sagemaker_endpoint:
         endpoint = targets.Endpoint(
             job.sagemaker_endpoint,
@@ -255,7 +262,8 @@ async def target_for(job: BatchJob) -> AsyncIterator[Target]:
             job.inference_component,
             job.max_retries,
             job.timeout_s,
-            calls,
+            most_calls(job),
+            pace,
         )
         try:
             await endpoint.ready()
@@ -270,7 +278,7 @@ async def target_for(job: BatchJob) -> AsyncIterator[Target]:
             assert job.model is not None
             url = stack.enter_context(local_engine.serving(job.model, job.serve_args))
         async with httpx.AsyncClient(base_url=url) as client:
-            container = targets.Container(client, job.max_retries, job.timeout_s)
+            container = targets.Container(client, job.max_retries, job.timeout_s, pace)
             await container.ready()
             yield container
 
@@ -301,13 +309,16 @@ async def run(job: BatchJob) -> Summary:
         )
         sinks = Sinks(output, errors)
         source = stack.enter_context(storage.reading(job.input))
-        async with target_for(job) as target:
+        pace = Pace(most_calls(job))
+        async with target_for(job, pace) as target:
             progress = Progress(count_lines(source), summary.lines)
 
             async def start(chunk: list[Checked]) -> list[tuple[bytes, Outcome]]:
-                return await answer_chunk(target, chunk)
+                async with pace:
+                    return await answer_chunk(target, chunk)
 
             def finish(chunk: list[Checked], answers: list[tuple[bytes, Outcome]]) -> None:
+                summary.throttled = pace.throttles
                 for line, result in answers:
                     summary.count(result)
                     sinks.write(line, result)
@@ -319,7 +330,7 @@ async def run(job: BatchJob) -> Summary:
                     chunks(to_answer(source, answered), LINES_PER_REQUEST, MAX_REQUEST_BYTES),
                     start,
                     finish,
-                    max(1, job.max_inflight // LINES_PER_REQUEST),
+                    most_calls(job),
                 )
             finally:
                 seconds = progress.close()
@@ -379,8 +390,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_RETRIES,
         metavar="N",
-        help="tries after a throttled, timed-out or 5xx call before the run stops "
-        f"(default {DEFAULT_RETRIES})",
+        help="tries after a timed-out or 5xx call before the run stops "
+        f"(default {DEFAULT_RETRIES}); a 429 (the container keeps its engine for live "
+        "traffic) is waited out and halves the calls in flight, never counted",
     )
     parser.add_argument(
         "--resume",

@@ -5,9 +5,10 @@ Both send one JSON Lines mini-batch and return the container's JSON Lines answer
 marked as batch work (the custom attribute `priority=batch`), so the container runs its records
 at batch priority and does not count them as live traffic. The error rules are the same for
 both: a model's refusal of the whole call (a 4xx other than 408 and 429) raises `invoke.Refused`
-and its lines become error lines; throttling, a model not ready, timeouts and 5xx are retried
-with backoff; `invoke.InvocationFailed` (retries used up, or a call the service refused) ends the
-run, which `--resume` finishes.
+and its lines become error lines; a 429 (the container keeps its engine for live traffic) or the
+service's throttling is waited out and halves the calls in flight (`deploy.pace`), never a
+failure; a model not ready, timeouts and 5xx are retried with backoff; `invoke.InvocationFailed`
+(retries used up, or a call the service refused) ends the run, which `--resume` finishes.
 """
 
 import asyncio
@@ -21,6 +22,7 @@ import botocore.exceptions
 import httpx
 
 from deploy import invoke
+from deploy.pace import Pace
 
 BATCH_ATTRIBUTE = "priority=batch"
 JSON_LINES = "application/jsonlines"
@@ -63,13 +65,20 @@ class Container:
     client: httpx.AsyncClient
     retries: int
     timeout_s: float
+    pace: Pace | None = None
 
     async def ready(self) -> None:
         await invoke.wait_ready(self.client, READY_WAIT_S)
 
     async def invoke(self, body: bytes) -> bytes:
         return await invoke.post(
-            self.client, "/invocations", body, CONTAINER_HEADERS, self.retries, self.timeout_s
+            self.client,
+            "/invocations",
+            body,
+            CONTAINER_HEADERS,
+            self.retries,
+            self.timeout_s,
+            self.pace,
         )
 
     def close(self) -> None:
@@ -85,9 +94,13 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
     if code == "ModelError":
         status = int(response.get("OriginalStatusCode") or 0)
         original = str(response.get("OriginalMessage") or message)
+        if status == 429:
+            return invoke.Throttled(f"the model answered HTTP 429: {original[:500]}")
         if status in invoke.RETRY_STATUSES or status == 0:
             return invoke.Retryable(f"the model answered HTTP {status}: {original[:500]}")
         return invoke.Refused(status, original)
+    if code == "ThrottlingException":
+        return invoke.Throttled(f"{code}: {message}")
     if code in RETRY_ERRORS:
         return invoke.Retryable(f"{code}: {message}")
     return invoke.InvocationFailed(f"{code}: {message}")
@@ -108,6 +121,7 @@ class Endpoint:
         retries: int,
         timeout_s: float,
         connections: int,
+        pace: Pace | None = None,
     ) -> None:
         config = botocore.config.Config(
             region_name=region,
@@ -121,6 +135,7 @@ class Endpoint:
         self.control = boto3.client("sagemaker", config=config)
         self.component = inference_component
         self.retries = retries
+        self.pace = pace
         self.pool = concurrent.futures.ThreadPoolExecutor(connections, "invoke-endpoint")
 
     async def ready(self) -> None:
@@ -158,7 +173,7 @@ class Endpoint:
             ) as error:
                 raise invoke.Retryable(str(error)) from None
 
-        return await invoke.with_retries(attempt, self.retries)
+        return await invoke.with_retries(attempt, self.retries, self.pace)
 
     async def _call(self, operation: Any, **params: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(

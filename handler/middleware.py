@@ -49,12 +49,12 @@ class SageMakerMiddleware:
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
         pipeline = Pipeline(app)
-        self.invocations = Invocations(self.config, pipeline)
-        self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
         batches = self.config.batch_api
         self.window = BatchWindow(
             admission.Settings(full=batches.max_inflight, slo_s=batches.live_slo_s), batches.yields
         )
+        self.invocations = Invocations(self.config, pipeline, self.window)
+        self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
         self.stops = StopRequests()
         self.ping = Ping(app, self.stops)
         self.custom = custom_code.Replaced()
@@ -75,7 +75,9 @@ class SageMakerMiddleware:
         with self.window.live() as answer_started:
 
             async def timed(message: Message) -> None:
-                if message["type"] == "http.response.start":
+                if message["type"] == "http.response.body" and (
+                    message.get("body") or not message.get("more_body")
+                ):
                     answer_started()
                 await send(message)
 

@@ -161,3 +161,19 @@ def test_tick(
 ) -> None:
     after = admission.tick(state, S, in_flight, last_live, now)
     assert (after.window, after.reason) == (window, reason)
+
+
+@pytest.mark.parametrize(
+    ("running", "window", "stopped"),
+    [
+        (8, 8, 0),  # within the window: nothing stops
+        (3, 8, 0),
+        (8, 2, 6),  # beyond it: the excess
+        (300, 16, admission.PREEMPT_AT_ONCE),  # a few at a time
+        (0, 1, 0),
+    ],
+)
+def test_lines_beyond_the_window_are_preempted_a_few_at_a_time(
+    running: int, window: int, stopped: int
+) -> None:
+    assert admission.to_preempt(running, window) == stopped

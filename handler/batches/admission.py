@@ -8,7 +8,8 @@ The batch window is driven by what live requests measure, not by a fixed fractio
   (at most once per `shrink_every_s`, so one slow spell does not empty it), and on the first live
   request after a quiet spell it drops to a quarter, before any live request has suffered;
 - it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target;
-- after `quiet_s` without any live request the batch gets the whole window.
+- after `quiet_s` without any live request the batch gets the whole window;
+- running lines beyond the window are preempted (`to_preempt`), a few at a time.
 
 `State.reason` says why the window last changed, for the log line and the metrics.
 """
@@ -17,6 +18,9 @@ from dataclasses import dataclass, replace
 
 # Weight of a new latency sample in the moving averages.
 SMOOTHING = 0.2
+# At most this many running lines are preempted per look (every 0.1 s): aborting hundreds at
+# once holds the API server's event loop.
+PREEMPT_AT_ONCE = 8
 
 
 @dataclass(frozen=True)
@@ -99,3 +103,9 @@ def tick(
         return state
     window = min(settings.full, state.window + settings.grow_by)
     return replace(state, window=window, changed_at=now, reason="grow")
+
+
+def to_preempt(running: int, window: int) -> int:
+    """How many running lines to stop now (they are queued again): those beyond the window,
+    at most PREEMPT_AT_ONCE."""
+    return max(0, min(running - window, PREEMPT_AT_ONCE))

@@ -27,6 +27,7 @@ from typing import Any
 
 from starlette.types import Scope
 
+from handler.batches import admission, metrics
 from handler.batches.results import Results
 from handler.batches.store import Batch, Store, StoredFile
 from handler.batches.window import BatchWindow
@@ -46,9 +47,6 @@ EXPIRED = RequestError(
 )
 # A running line given back to the queue so live requests get the engine; it runs again later.
 PREEMPTED = RequestError(503, "preempted for live traffic; the line runs again", "preempted")
-# At most this many lines are preempted per check (every 0.1 s): stopping hundreds at once
-# held the API server's event loop for seconds.
-PREEMPT_AT_ONCE = 8
 START_EVERY_S = 0.002
 OUTPUT_EXPIRY_S = 30 * 24 * 3600
 # An engine 5xx is tried again this many times while the engine is healthy, then written.
@@ -248,8 +246,8 @@ class BatchRun:
                 for line_stop in running.values():
                     line_stop(context.stop.reason)
             else:
-                excess = min(window.running - window.limit(), PREEMPT_AT_ONCE)
-                for line_stop in list(running.values())[::-1][: max(0, excess)]:
+                excess = admission.to_preempt(window.running, window.limit())
+                for line_stop in list(running.values())[::-1][:excess]:
                     line_stop(PREEMPTED)
             await window.changed(0.1)
 
@@ -265,7 +263,7 @@ class BatchRun:
         try:
             line, result = await self.answer(context, raw, number)
             if context.stop.reason is PREEMPTED and not result.succeeded:
-                window.preempted += 1
+                metrics.PREEMPTIONS.inc()
                 requeued.append((number, raw))
             else:
                 results.write(line, result)

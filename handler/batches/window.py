@@ -1,9 +1,11 @@
 """The one admission controller of batch work in this process, fed by live traffic.
 
 `BatchWindow` counts the real-time requests the middleware wraps (`live()`), times each to its
-first response byte, and hands out slots to batch lines; its size follows the rules of
-`handler.batches.admission`. Lines already running are never aborted when the window shrinks:
-they run at a lower engine priority, so the engine serves real-time requests first.
+first response byte, and hands out slots to batch work: the lines of `/v1/batches` batches and the
+records of batch-marked invocations (`priority=batch`). Its size follows the rules of
+`handler.batches.admission`. It takes slots like an `asyncio.Semaphore` (`locked`, `acquire`,
+`release`), so the record pipeline uses it where it would use its own slots. Its state is on
+`/metrics` (`handler.batches.metrics`), and one log line says when it changes course.
 """
 
 import asyncio
@@ -11,7 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
-from handler.batches import admission
+from handler.batches import admission, metrics
 from handler.logs import logger
 
 # How often a waiting batch line looks at the window again when nothing else wakes it.
@@ -19,7 +21,7 @@ RECHECK_S = 0.25
 
 
 class BatchWindow:
-    """Slots for batch lines, sized by live traffic (or always full when `yields` is False)."""
+    """Slots for batch work, sized by live traffic (or always full when `yields` is False)."""
 
     def __init__(self, settings: admission.Settings, yields: bool) -> None:
         self.settings = settings
@@ -28,8 +30,11 @@ class BatchWindow:
         self.live_in_flight = 0
         self.last_live = -float("inf")
         self.running = 0
-        self.preempted = 0
         self._changed = asyncio.Event()
+        metrics.WINDOW.set_function(lambda: self.state.window)
+        metrics.RUNNING.set_function(lambda: self.running)
+        metrics.LIVE_LATENCY.set_function(lambda: self.state.recent_s or 0.0)
+        metrics.LIVE_TARGET.set_function(lambda: self.state.target_s(self.settings) or 0.0)
 
     @contextlib.contextmanager
     def live(self) -> Iterator[Callable[[], None]]:
@@ -38,11 +43,12 @@ class BatchWindow:
         answered = False
         batch_running = self.running > 0
         self.live_in_flight += 1
-        self._update(admission.live_arrived(self.state, self.settings, started))
+        if self.yields:
+            self._update(admission.live_arrived(self.state, self.settings, started))
 
         def answer_started() -> None:
             nonlocal answered
-            if not answered:
+            if not answered and self.yields:
                 answered = True
                 now = time.monotonic()
                 latency = now - started
@@ -58,17 +64,17 @@ class BatchWindow:
             self._changed.set()
 
     def _update(self, state: admission.State) -> None:
-        if state.window != self.state.window:
+        if state.reason != self.state.reason:
+            target = state.target_s(self.settings)
             logger.info(
-                "batch window %d -> %d (%s; live %.0f ms, target %s)",
+                "batch window %s: %d -> %d (live %.0f ms, target %s)",
+                state.reason,
                 self.state.window,
                 state.window,
-                state.reason,
                 (state.recent_s or 0) * 1000,
-                f"{state.target_s(self.settings) * 1000:.0f} ms"
-                if state.target_s(self.settings) is not None
-                else "learning",
+                "learning" if target is None else f"{target * 1000:.0f} ms",
             )
+        if state.window != self.state.window:
             self._changed.set()
         self.state = state
 
@@ -81,18 +87,33 @@ class BatchWindow:
         )
         return self.state.window
 
+    def locked(self) -> bool:
+        """No slot is free now."""
+        return self.running >= self.limit()
+
     async def acquire(self) -> None:
         """Wait for a slot: one is released, the window changes, or time lets it grow."""
-        while self.running >= self.limit():
+        while self.locked():
             await self.changed(RECHECK_S)
         self.running += 1
+
+    def release(self) -> None:
+        self.running -= 1
+        self._changed.set()
+
+    async def room(self, hold_s: float) -> bool:
+        """Whether a slot frees within `hold_s` seconds (batch-marked invocations wait this
+        long before they are throttled)."""
+        deadline = time.monotonic() + hold_s
+        while self.locked():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await self.changed(min(left, RECHECK_S))
+        return True
 
     async def changed(self, timeout: float) -> None:
         """Until the window changes or a slot is released, at most `timeout` seconds."""
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout)
-
-    def release(self) -> None:
-        self.running -= 1
-        self._changed.set()

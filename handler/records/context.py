@@ -51,7 +51,8 @@ class RecordContext:
     `scope` is the ASGI scope in-process calls are built from (it carries the app and its
     state); `headers` go to vLLM with every record (the client's, or only the API key for a
     batch the server runs itself); `adapter` names the LoRA adapter that answers every record;
-    `priority` is the engine priority of batch lines (vLLM's priority scheduling).
+    `priority` is the engine priority of batch lines (vLLM's priority scheduling); `batch_work`
+    marks records that run in the batch window (`priority=batch`), beside live traffic.
     """
 
     scope: Scope
@@ -60,6 +61,7 @@ class RecordContext:
     route_hint: str | None = None
     adapter: str | None = None
     priority: int | None = None
+    batch_work: bool = False
     stop: Stop = field(default_factory=Stop)
     tally: Tally = field(default_factory=Tally)
 

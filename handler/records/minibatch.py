@@ -11,6 +11,7 @@ still answered with a line, so the count always matches.
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from handler.records.errors import RequestError
 
@@ -32,7 +33,17 @@ class Stop:
             self.event.set()
 
 
-async def _slot(slots: asyncio.Semaphore, stop: Stop) -> bool:
+class Slots(Protocol):
+    """In-flight slots, taken like an `asyncio.Semaphore`'s (the batch window is one too)."""
+
+    def locked(self) -> bool: ...
+
+    async def acquire(self) -> object: ...
+
+    def release(self) -> None: ...
+
+
+async def _slot(slots: Slots, stop: Stop) -> bool:
     """Take an in-flight slot (True), or give up when the batch is stopped first (False)."""
     if stop.reason is not None:
         return False
@@ -52,7 +63,7 @@ async def _slot(slots: asyncio.Semaphore, stop: Stop) -> bool:
 async def answer_in_order(
     count: int,
     answer: Callable[[int], Awaitable[bytes]],
-    slots: asyncio.Semaphore,
+    slots: Slots,
     stop: Stop,
     emit: Callable[[bytes], Awaitable[None]],
 ) -> None:

@@ -3,8 +3,10 @@
 In order: read the body (413 past the payload limit), answer a session request or check the
 request's session, then run one request (streamed through as vLLM produces it) or a
 multi-record body (one JSON line per record, in order). `X-Amzn-SageMaker-Adapter-Identifier`
-makes that adapter answer every record. On an async endpoint every answer is whole, with
-Content-Length, as SageMaker's async path requires. Each invocation logs one line.
+makes that adapter answer every record. Batch-marked invocations (`priority=batch`) run in the
+batch window beside live traffic: when it has no room for HOLD_S seconds they are answered 429
+with Retry-After, and their records take the window's slots. On an async endpoint every answer
+is whole, with Content-Length, as SageMaker's async path requires. Each invocation logs one line.
 """
 
 import asyncio
@@ -14,6 +16,8 @@ import uuid
 
 from starlette.types import Message, Receive, Scope, Send
 
+from handler.batches import metrics
+from handler.batches.window import BatchWindow
 from handler.config import Config
 from handler.logs import logfmt, logger
 from handler.records import asgi_call, content_types, jsonlines, minibatch
@@ -38,12 +42,22 @@ from handler.sagemaker import adapters, sessions
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
 INFERENCE_ID = b"x-amzn-sagemaker-inference-id"
 ASYNC_REQUESTS = "requests to an async endpoint (SAGEMAKER_ASYNC_INFERENCE=true)"
+# A batch-marked invocation waits at most this long for room in the batch window, then gets 429:
+# well inside SageMaker's 60 s limit, and short enough that the caller's window adapts quickly.
+HOLD_S = 2.0
+RETRY_AFTER_S = 1
+THROTTLED = RequestError(
+    429,
+    "live traffic has the engine: batch work is throttled; retry after the Retry-After seconds",
+    "rate_limit_exceeded",
+)
 
 
 class Invocations:
-    def __init__(self, config: Config, pipeline: Pipeline) -> None:
+    def __init__(self, config: Config, pipeline: Pipeline, window: BatchWindow) -> None:
         self.config = config
         self.pipeline = pipeline
+        self.window = window
         self.slots = asyncio.Semaphore(config.records_in_flight)
         settings = config.sessions
         self.sessions = (
@@ -58,13 +72,15 @@ class Invocations:
         if attributes is not None:
             echo.append((CUSTOM_ATTRIBUTES, attributes))
         marks = custom_attributes(attributes.decode("latin-1") if attributes else None)
+        batch_work = is_batch_work(marks)
         context = RecordContext(
             scope=scope,
             headers=scope["headers"],
             request_id=request_id,
             route_hint=marks.get("route") or self.config.fixed_route,
             adapter=text_header(scope, adapters.IDENTIFIER),
-            priority=self.config.batch_api.priority if is_batch_work(marks) else None,
+            priority=self.config.batch_api.priority if batch_work else None,
+            batch_work=batch_work,
         )
         try:
             status = await self._invoke(context, receive, send, echo)
@@ -95,11 +111,23 @@ class Invocations:
             context.tally.kinds.add("session")
             await respond(send, 200, session.body, TEXT, [*session.headers, *echo])
             return 200
+        if context.batch_work and not await self.window.room(HOLD_S):
+            metrics.THROTTLED.inc()
+            context.tally.count(None, THROTTLED.status, b"")
+            retry_after = (b"retry-after", str(RETRY_AFTER_S).encode())
+            await respond_error(send, THROTTLED, [retry_after, *echo])
+            return THROTTLED.status
         watcher = asyncio.create_task(_watch_disconnect(receive, context.stop))
         try:
             if several:
                 return await self._mini_batch(context, send, jsonlines.split(body), echo)
-            return await self._answer(context, send, jsonlines.without_bom(body), echo)
+            if not context.batch_work:
+                return await self._answer(context, send, jsonlines.without_bom(body), echo)
+            await self.window.acquire()
+            try:
+                return await self._answer(context, send, jsonlines.without_bom(body), echo)
+            finally:
+                self.window.release()
         finally:
             watcher.cancel()
 
@@ -136,7 +164,8 @@ class Invocations:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
         try:
-            await minibatch.answer_in_order(len(records), answer, self.slots, context.stop, emit)
+            slots = self.window if context.batch_work else self.slots
+            await minibatch.answer_in_order(len(records), answer, slots, context.stop, emit)
         finally:
             deadline.cancel()
         if buffered is not None:

@@ -1,0 +1,59 @@
+"""How many mini-batches `vllm-sagemaker batch` keeps in flight: additive increase,
+multiplicative decrease on the container's 429s.
+
+A container serving live traffic answers batch work 429 with Retry-After when its batch window
+has no room. Each such answer halves the calls allowed in flight (once per `calm_s`: the 429s of
+one busy spell count once); each answered call adds 1/limit, so the limit grows by about one call
+per round of calls, up to `most`. A throttled call is never a failure: it waits Retry-After and
+goes again, however often (`invoke.with_retries`).
+"""
+
+import asyncio
+import time
+
+
+def cut(limit: float) -> float:
+    """The limit after a throttled answer."""
+    return max(1.0, limit / 2)
+
+
+def grow(limit: float, most: int) -> float:
+    """The limit after an answered call."""
+    return min(float(most), limit + 1 / limit)
+
+
+class Pace:
+    """Slots for calls in flight (`async with pace:`), sized by the answers they get."""
+
+    def __init__(self, most: int, calm_s: float = 1.0) -> None:
+        self.most = most
+        self.calm_s = calm_s
+        self.limit = float(most)
+        self.in_flight = 0
+        self.throttles = 0
+        self._last_cut = -float("inf")
+        self._changed = asyncio.Event()
+
+    def allowed(self) -> int:
+        return int(self.limit)
+
+    def throttled(self) -> None:
+        self.throttles += 1
+        now = time.monotonic()
+        if now - self._last_cut >= self.calm_s:
+            self._last_cut = now
+            self.limit = cut(self.limit)
+
+    def answered(self) -> None:
+        self.limit = grow(self.limit, self.most)
+        self._changed.set()
+
+    async def __aenter__(self) -> None:
+        while self.in_flight >= self.allowed():
+            self._changed.clear()
+            await self._changed.wait()
+        self.in_flight += 1
+
+    async def __aexit__(self, *_: object) -> None:
+        self.in_flight -= 1
+        self._changed.set()

@@ -1,0 +1,29 @@
+"""The batch admission controller on the server's Prometheus `/metrics`, beside vLLM's own
+(vLLM serves the default registry when it runs one API server process)."""
+
+from prometheus_client import Counter, Gauge
+
+WINDOW = Gauge(
+    "vllm_sagemaker:batch_window",
+    "Batch lines and batch-marked records allowed in flight now.",
+)
+RUNNING = Gauge(
+    "vllm_sagemaker:batch_running",
+    "Batch lines and batch-marked records in flight now.",
+)
+LIVE_LATENCY = Gauge(
+    "vllm_sagemaker:live_latency_seconds",
+    "Live requests' time to the first response byte, moving average.",
+)
+LIVE_TARGET = Gauge(
+    "vllm_sagemaker:live_latency_target_seconds",
+    "The live latency batch work is held to (0 while it is still learned).",
+)
+PREEMPTIONS = Counter(
+    "vllm_sagemaker:batch_preemptions",
+    "Running batch lines aborted for live traffic and queued to run again.",
+)
+THROTTLED = Counter(
+    "vllm_sagemaker:batch_throttled",
+    "Batch-marked invocations answered 429 with Retry-After.",
+)
