@@ -11,6 +11,8 @@ traffic on the idle server, and the batch's lines/s against the batch alone.
 """
 
 import argparse
+import http.client
+import json
 import random
 import subprocess
 import tempfile
@@ -27,8 +29,12 @@ from benchmarks.batch_runner import VLLM_SAGEMAKER, write_file
 from tests import model_factory, servers
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
-LIVE_BODY = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "min_tokens": 8}
+LIVE_BODY = json.dumps(
+    {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "min_tokens": 8}
+)
+JSON = {"Content-Type": "application/json"}
 BATCH_TOKENS = 32
+WARM_UP_LINES = 300
 
 
 @dataclass
@@ -48,10 +54,15 @@ class Tail:
 
 
 class LiveTraffic:
-    """Poisson arrivals of short chats at `rate` per second until stopped; latencies kept."""
+    """Poisson arrivals of short chats at `rate` per second until stopped; latencies kept.
+
+    Each request is a plain `http.client` call on a thread of its own: a new `httpx` client per
+    request (an SSL context each, in this process's GIL) showed 5-10 s stalls of its own that the
+    server never saw (its log timed the same requests at most 0.7 s)."""
 
     def __init__(self, url: str, rate: float, seed: int = 7) -> None:
-        self.url, self.rate, self.random = url, rate, random.Random(seed)
+        self.host, self.port = httpx.URL(url).host, httpx.URL(url).port
+        self.rate, self.random = rate, random.Random(seed)
         self.latencies: list[float] = []
         self.failures = 0
         self._stop = threading.Event()
@@ -60,8 +71,14 @@ class LiveTraffic:
 
     def _one(self) -> None:
         started = time.perf_counter()
-        reply = httpx.post(self.url + "/invocations", json=LIVE_BODY, timeout=300)
-        if reply.status_code == 200:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=300)
+        try:
+            connection.request("POST", "/invocations", LIVE_BODY, JSON)
+            reply = connection.getresponse()
+            reply.read()
+        finally:
+            connection.close()
+        if reply.status == 200:
             self.latencies.append(time.perf_counter() - started)
         else:
             self.failures += 1
@@ -136,6 +153,9 @@ def main() -> None:
         model = model_factory.make_chat_model(root / "chat")
         source = root / "in.jsonl"
         write_file(source, args.lines, BATCH_TOKENS)
+        # A server's first batch is slower (first prompts, first sizes): it is not measured.
+        warm_up = root / "warm-up.jsonl"
+        write_file(warm_up, WARM_UP_LINES, BATCH_TOKENS)
         env = {
             "yields": {**SERVER_ENV, "SAGEMAKER_BATCH_STORE": str(root / "a")},
             "no yield": {
@@ -155,6 +175,7 @@ def main() -> None:
         )
         with servers.running(models, root, {name: env[name] for name in env}) as running:
             for name, server in running.items():
+                batch_api(server, warm_up)
                 idle = {rate: idle_tail(server.url, rate, args.idle_seconds) for rate in args.rates}
                 for rate, tail in idle.items():
                     print(

@@ -17,7 +17,8 @@ def test_a_new_controller_gives_the_whole_window() -> None:
     ("state", "expected_window", "expected_reason"),
     [
         (State(window=256, reason="quiet"), 64, "live arrived"),
-        (State(window=40, reason="grow"), 40, "grow"),  # already under live control
+        (State(window=100, reason="grow"), 64, "live arrived"),  # grew past the cap meanwhile
+        (State(window=40, reason="grow"), 40, "grow"),  # already under the cap
         (State(window=1, reason="quiet"), 1, "quiet"),  # nothing to give back
     ],
 )
@@ -152,6 +153,8 @@ def test_a_fixed_target_replaces_the_learned_baseline() -> None:
             256,
             "grow",
         ),
+        # no target known yet (no SLO, no live request seen while no batch ran): held
+        (State(window=4, reason="shrink", changed_at=0.0), 1, 0.0, 9.0, 4, "shrink"),
         # already quiet and full: unchanged (changed_at kept)
         (State(window=256, reason="quiet", changed_at=1.0), 0, 0.0, 9.0, 256, "quiet"),
     ],

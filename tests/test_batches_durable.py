@@ -1,24 +1,33 @@
 """A server-side batch survives its server: SIGTERM and kill -9 mid-run, then a restart on the
-same store, answer every custom_id exactly once and never send a finished line again.
+same store, answer every custom_id exactly once and never send a finished line again. Live
+traffic keeps that promise too: batch lines it preempts run again and are written once (also when
+a SIGTERM lands mid-preemption), and batch-marked invocations it throttles (429) are retried by
+`vllm-sagemaker batch` until every line is answered once.
 
 The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT), so a batch finishes in many
 rounds, and the tests freeze its engine (vLLM's /pause) as soon as the first lines are on disk, so
 the stop lands mid-run on any machine, however fast."""
 
+import contextlib
 import sqlite3
+import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
-from tests import processes, servers
-from tests.test_batches_api import chat_line, client, lines_of, submit, wait
+from tests import cli, processes, servers
+from tests.json_lines import parse_lines
+from tests.test_batches_api import chat_line, client, jsonl, lines_of, submit, wait
 
 TOKENS = 64
 IN_FLIGHT = 8
+PREEMPTIONS = "vllm_sagemaker:batch_preemptions_total"
 
 
 class Restartable:
@@ -125,3 +134,86 @@ def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartabl
     server = durable.restart()
     assert_each_line_once(client(server), batch_id, 300)
     assert server.metric("vllm:request_success_total") == 300 - answered
+
+
+def live_request(server: servers.Server) -> threading.Thread:
+    """One real-time chat through /invocations, on a thread (it waits while the engine is
+    frozen; what it answers does not matter here)."""
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+
+    def send() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(server.url + "/invocations", json=body, timeout=300)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
+def wait_metric(server: servers.Server, name: str, at_least: float, timeout: float = 120) -> float:
+    """Until the server's metric reaches `at_least`; `timeout` only guards against a hang."""
+    deadline = time.monotonic() + timeout
+    while (value := server.metric(name)) < at_least:
+        assert time.monotonic() < deadline, f"{name} stayed at {value}"
+        time.sleep(0.05)
+    return value
+
+
+def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, float]:
+    """A batch with its window full of running lines on a frozen engine, then a live request:
+    the window drops to a quarter and the lines beyond it are preempted (aborted on the engine,
+    queued again). The batch's id and the engine's finished requests before it."""
+    server = durable.running()
+    finished_before = server.metric("vllm:request_success_total")
+    batch_id = long_batch(client(server), count)
+    durable.wait_answered(batch_id, IN_FLIGHT)
+    server.pause()
+    live_request(server)
+    wait_metric(server, PREEMPTIONS, IN_FLIGHT - IN_FLIGHT // 4)
+    return batch_id, finished_before
+
+
+def test_a_preempted_line_runs_again_and_is_written_once(durable: Restartable) -> None:
+    batch_id, finished_before = preempt_mid_batch(durable, 60)
+    server = durable.server
+    httpx.post(server.url + "/resume", timeout=60).raise_for_status()
+    assert_each_line_once(client(server), batch_id, 60)
+    # The engine finished each line once (plus the live request): no preempted line was
+    # finished on the engine and then run again.
+    assert server.metric("vllm:request_success_total") - finished_before == 60 + 1
+
+
+def test_sigterm_during_preemption_keeps_exactly_once(durable: Restartable) -> None:
+    batch_id, _ = preempt_mid_batch(durable, 60)
+    assert durable.server.stop() == 0
+    assert durable.status(batch_id) == "in_progress"
+    assert_each_line_once(client(durable.restart()), batch_id, 60)
+
+
+def test_the_runner_waits_out_429s_and_answers_every_line_once(
+    durable: Restartable, tmp_path: Path
+) -> None:
+    """A server-side batch fills the window on a frozen engine, so the runner's batch-marked
+    mini-batches find no room and get 429 with Retry-After. With --max-retries 0, only a 429
+    that is not counted as a retry lets the run finish."""
+    server = durable.running()
+    batch_id = long_batch(client(server), 40)
+    durable.wait_answered(batch_id, IN_FLIGHT)
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(jsonl([chat_line(f"r{i}") for i in range(30)]))
+    output = tmp_path / "out.jsonl"
+    with server.paused():
+        command = ["batch", "-i", str(source), "-o", str(output), "--endpoint", server.url]
+        runner = processes.spawn(
+            [cli.VLLM_SAGEMAKER, *command, "--max-retries", "0"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_metric(server, "vllm_sagemaker:batch_throttled_total", 1)
+    _, stderr = runner.communicate(timeout=600)
+    assert runner.returncode == 0, stderr
+    assert "calls throttled for live traffic" in stderr
+    answers = parse_lines(output.read_bytes())
+    assert [line["custom_id"] for line in answers] == [f"r{i}" for i in range(30)]
+    assert all(line["response"]["status_code"] == 200 for line in answers)
+    assert_each_line_once(client(server), batch_id, 40)

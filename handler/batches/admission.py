@@ -4,10 +4,11 @@ The batch window is driven by what live requests measure, not by a fixed fractio
 
 - live latency is compared with a baseline learned while no batch work ran (an exponentially
   weighted mean of the same measure), or with `slo_s` when a target is set;
+- a live request arriving caps the window at `under_live` (a quarter) before it can suffer;
 - the window halves at once when live requests run slower than `slo_ratio` times the baseline
-  (at most once per `shrink_every_s`, so one slow spell does not empty it), and on the first live
-  request after a quiet spell it drops to a quarter, before any live request has suffered;
-- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target;
+  (at most once per `shrink_every_s`, so one slow spell does not empty it);
+- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target
+  (with no target known yet, it holds);
 - after `quiet_s` without any live request the batch gets the whole window;
 - running lines beyond the window are preempted (`to_preempt`), a few at a time.
 
@@ -37,6 +38,11 @@ class Settings:
     def grow_by(self) -> int:
         return max(1, self.full // 16)
 
+    @property
+    def under_live(self) -> int:
+        """The window while live requests arrive, before their latency says more."""
+        return max(self.floor, self.full // 4)
+
 
 @dataclass(frozen=True)
 class State:
@@ -62,11 +68,10 @@ def _mean(previous: float | None, sample: float) -> float:
 
 
 def live_arrived(state: State, settings: Settings, now: float) -> State:
-    """A live request started: leaving a quiet spell, the batch steps back before it hurts."""
-    if state.reason != "quiet" or state.window <= settings.floor:
+    """A live request started: the batch steps back to `under_live` before it hurts."""
+    if state.window <= settings.under_live:
         return state
-    window = max(settings.floor, settings.full // 4)
-    return replace(state, window=window, changed_at=now, reason="live arrived")
+    return replace(state, window=settings.under_live, changed_at=now, reason="live arrived")
 
 
 def observe(
@@ -94,7 +99,7 @@ def tick(
             return state
         return replace(state, window=settings.full, changed_at=now, reason="quiet")
     target = state.target_s(settings)
-    meeting = target is None or state.recent_s is None or state.recent_s <= target
+    meeting = target is not None and state.recent_s is not None and state.recent_s <= target
     if (
         not meeting
         or state.window >= settings.full

@@ -47,7 +47,6 @@ EXPIRED = RequestError(
 )
 # A running line given back to the queue so live requests get the engine; it runs again later.
 PREEMPTED = RequestError(503, "preempted for live traffic; the line runs again", "preempted")
-START_EVERY_S = 0.002
 OUTPUT_EXPIRY_S = 30 * 24 * 3600
 # An engine 5xx is tried again this many times while the engine is healthy, then written.
 RETRIES = 2
@@ -230,9 +229,6 @@ class BatchRun:
                 )
                 running[task] = line_context.stop
                 task.add_done_callback(lambda done: running.pop(done, None))
-                # Paced: each start renders its prompt on the event loop, so hundreds started in
-                # one pass would hold live requests back for seconds.
-                await asyncio.sleep(START_EVERY_S)
         finally:
             preempter.cancel()
 
