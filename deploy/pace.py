@@ -46,14 +46,18 @@ class Pace:
 
     def answered(self) -> None:
         self.limit = grow(self.limit, self.most)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake every waiting call (each waits on the event current when it began)."""
         self._changed.set()
+        self._changed = asyncio.Event()
 
     async def __aenter__(self) -> None:
         while self.in_flight >= self.allowed():
-            self._changed.clear()
             await self._changed.wait()
         self.in_flight += 1
 
     async def __aexit__(self, *_: object) -> None:
         self.in_flight -= 1
-        self._changed.set()
+        self._wake()

@@ -16,9 +16,9 @@ def test_a_new_controller_gives_the_whole_window() -> None:
 @pytest.mark.parametrize(
     ("state", "expected_window", "expected_reason"),
     [
-        (State(window=256, reason="quiet"), 64, "live arrived"),
-        (State(window=100, reason="grow"), 64, "live arrived"),  # grew past the cap meanwhile
-        (State(window=40, reason="grow"), 40, "grow"),  # already under the cap
+        (State(window=256, reason="quiet"), 16, "live arrived"),  # a sixteenth
+        (State(window=100, reason="grow"), 16, "live arrived"),  # grew past the cap meanwhile
+        (State(window=12, reason="grow"), 12, "grow"),  # already under the cap
         (State(window=1, reason="quiet"), 1, "quiet"),  # nothing to give back
     ],
 )
@@ -108,13 +108,13 @@ def test_a_fixed_target_replaces_the_learned_baseline() -> None:
     [
         # quiet for quiet_s: the whole window at once
         (State(window=4, reason="shrink", changed_at=0.0), 0, 1.0, 3.0, 256, "quiet"),
-        # not quiet long enough, live meets the target: grows by full // 16
+        # not quiet long enough, live meets the target: grows by grow_by (an eighth of 16)
         (
             State(window=4, baseline_s=0.05, recent_s=0.06, reason="shrink", changed_at=0.0),
             0,
             1.5,
             3.0,
-            20,
+            6,
             "grow",
         ),
         # live still in flight: no quiet spell, grows if meeting the target
@@ -123,7 +123,7 @@ def test_a_fixed_target_replaces_the_learned_baseline() -> None:
             2,
             0.0,
             2.5,
-            20,
+            6,
             "grow",
         ),
         # grew less than grow_every_s ago: held
@@ -146,7 +146,7 @@ def test_a_fixed_target_replaces_the_learned_baseline() -> None:
         ),
         # never above full
         (
-            State(window=250, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=0.0),
+            State(window=255, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=0.0),
             1,
             0.0,
             9.0,
@@ -167,16 +167,17 @@ def test_tick(
 
 
 @pytest.mark.parametrize(
-    ("running", "window", "stopped"),
+    ("running", "window", "exceeded_for_s", "stopped"),
     [
-        (8, 8, 0),  # within the window: nothing stops
-        (3, 8, 0),
-        (8, 2, 6),  # beyond it: the excess
-        (300, 16, admission.PREEMPT_AT_ONCE),  # a few at a time
-        (0, 1, 0),
+        (8, 8, 0.0, 0),  # within the window: nothing stops
+        (3, 8, 0.0, 0),
+        (8, 2, 0.5, 0),  # just shrunk: short lines finish on their own
+        (8, 2, admission.PREEMPT_AFTER_S, 6),  # still beyond it: the excess
+        (300, 16, 9.0, admission.PREEMPT_AT_ONCE),  # a few at a time
+        (0, 1, 9.0, 0),
     ],
 )
-def test_lines_beyond_the_window_are_preempted_a_few_at_a_time(
-    running: int, window: int, stopped: int
+def test_lines_that_stay_beyond_the_window_are_preempted_a_few_at_a_time(
+    running: int, window: int, exceeded_for_s: float, stopped: int
 ) -> None:
-    assert admission.to_preempt(running, window) == stopped
+    assert admission.to_preempt(running, window, exceeded_for_s) == stopped

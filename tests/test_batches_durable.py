@@ -21,6 +21,7 @@ import httpx
 import openai
 import pytest
 
+from handler.batches import admission
 from tests import cli, processes, servers
 from tests.json_lines import parse_lines
 from tests.test_batches_api import chat_line, client, jsonl, lines_of, submit, wait
@@ -161,15 +162,18 @@ def wait_metric(server: servers.Server, name: str, at_least: float, timeout: flo
 
 def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, float]:
     """A batch with its window full of running lines on a frozen engine, then a live request:
-    the window drops to a quarter and the lines beyond it are preempted (aborted on the engine,
-    queued again). The batch's id and the engine's finished requests before it."""
+    the window drops to `under_live` and the lines still beyond it after PREEMPT_AFTER_S are
+    preempted (aborted on the engine, queued again). The batch's id and the engine's finished
+    requests before it."""
     server = durable.running()
+    # An earlier live request keeps the window small until a quiet spell has passed.
+    wait_metric(server, "vllm_sagemaker:batch_window", IN_FLIGHT)
     finished_before = server.metric("vllm:request_success_total")
     batch_id = long_batch(client(server), count)
     durable.wait_answered(batch_id, IN_FLIGHT)
     server.pause()
     live_request(server)
-    wait_metric(server, PREEMPTIONS, IN_FLIGHT - IN_FLIGHT // 4)
+    wait_metric(server, PREEMPTIONS, IN_FLIGHT - admission.Settings(full=IN_FLIGHT).under_live)
     return batch_id, finished_before
 
 

@@ -1,6 +1,7 @@
 """The Batches API's rules without an engine: create parameters, usage, file validation, the
 window under live traffic, and the store's leases."""
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def test_cancel_transitions(status: str, after: str | None) -> None:
     assert (changed["status"] if changed else None) == after
 
 
-@pytest.mark.parametrize(("yields", "limit"), [(True, 64), (False, 256)])
+@pytest.mark.parametrize(("yields", "limit"), [(True, 16), (False, 256)])
 def test_a_live_request_after_a_quiet_spell_shrinks_the_window(yields: bool, limit: int) -> None:
     window = BatchWindow(admission.Settings(full=256), yields)
     assert window.limit() == 256
@@ -173,6 +174,22 @@ def test_the_window_never_closes() -> None:
     window = BatchWindow(admission.Settings(full=3), yields=True)
     with window.live():
         assert window.limit() == 1
+
+
+def test_batch_work_finds_room_only_within_the_window() -> None:
+    """Slots are taken like a semaphore's; a batch-marked invocation that finds none within its
+    hold is throttled, and finds one as soon as a slot is released."""
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        window = BatchWindow(admission.Settings(full=2), yields=True)
+        await window.acquire()
+        await window.acquire()
+        full = window.locked()
+        throttled = not await window.room(0.01)
+        asyncio.get_running_loop().call_soon(window.release)
+        return full, throttled, await window.room(600)
+
+    assert asyncio.run(scenario()) == (True, True, True)
 
 
 def batch(batch_id: str, status: str = "validating") -> dict:

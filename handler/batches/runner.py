@@ -235,15 +235,23 @@ class BatchRun:
     async def preempt(
         self, context: RecordContext, running: dict[asyncio.Task[None], Stop], window: BatchWindow
     ) -> None:
-        """Stop the youngest running lines beyond the window (they are queued again), and every
-        running line once the batch is stopped."""
+        """Stop the youngest running lines that stay beyond the window (they are queued again),
+        and every running line once the batch is stopped."""
+        exceeded_since: float | None = None
         while True:
             if context.stop.reason is not None:
                 for line_stop in running.values():
                     line_stop(context.stop.reason)
             else:
-                excess = admission.to_preempt(window.running, window.limit())
-                for line_stop in list(running.values())[::-1][:excess]:
+                now = time.monotonic()
+                limit = window.limit()
+                if window.running <= limit:
+                    exceeded_since = None
+                elif exceeded_since is None:
+                    exceeded_since = now
+                exceeded_for = 0.0 if exceeded_since is None else now - exceeded_since
+                count = admission.to_preempt(window.running, limit, exceeded_for)
+                for line_stop in list(running.values())[::-1][:count]:
                     line_stop(PREEMPTED)
             await window.changed(0.1)
 

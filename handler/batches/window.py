@@ -61,7 +61,7 @@ class BatchWindow:
         finally:
             self.live_in_flight -= 1
             self.last_live = time.monotonic()
-            self._changed.set()
+            self._notify()
 
     def _update(self, state: admission.State) -> None:
         if state.reason != self.state.reason:
@@ -75,7 +75,7 @@ class BatchWindow:
                 "learning" if target is None else f"{target * 1000:.0f} ms",
             )
         if state.window != self.state.window:
-            self._changed.set()
+            self._notify()
         self.state = state
 
     def limit(self) -> int:
@@ -99,7 +99,7 @@ class BatchWindow:
 
     def release(self) -> None:
         self.running -= 1
-        self._changed.set()
+        self._notify()
 
     async def room(self, hold_s: float) -> bool:
         """Whether a slot frees within `hold_s` seconds (batch-marked invocations wait this
@@ -112,8 +112,13 @@ class BatchWindow:
             await self.changed(min(left, RECHECK_S))
         return True
 
+    def _notify(self) -> None:
+        """Wake everything waiting in `changed` (each waits on the event current when it began,
+        so no waiter can clear another's wake-up)."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
     async def changed(self, timeout: float) -> None:
         """Until the window changes or a slot is released, at most `timeout` seconds."""
-        self._changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout)
