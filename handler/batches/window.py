@@ -119,6 +119,11 @@ class BatchWindow:
         self._changed = asyncio.Event()
 
     async def changed(self, timeout: float) -> None:
-        """Until the window changes or a slot is released, at most `timeout` seconds."""
+        """Until the window changes or a slot is released, at most `timeout` seconds.
+
+        `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` can swallow a cancellation
+        that arrives as the wait ends, and the preempter, which loops on this, then never
+        stopped (a server hung in its shutdown)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
