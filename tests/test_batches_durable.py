@@ -160,36 +160,44 @@ def wait_metric(server: servers.Server, name: str, at_least: float, timeout: flo
     return value
 
 
-def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, float]:
-    """A batch with its window full of running lines on a frozen engine, then a live request:
-    the window drops to `under_live` and the lines still beyond it after PREEMPT_AFTER_S are
-    preempted (aborted on the engine, queued again). The batch's id and the engine's finished
-    requests before it."""
+def fill_the_window(durable: Restartable, count: int) -> tuple[servers.Server, str]:
+    """A batch of `count` lines on a frozen engine, once its lines fill the whole batch window
+    (they wait in the engine); the server and the batch's id."""
     server = durable.running()
     # An earlier live request keeps the window small until a quiet spell has passed.
     wait_metric(server, "vllm_sagemaker:batch_window", IN_FLIGHT)
-    finished_before = server.metric("vllm:request_success_total")
-    batch_id = long_batch(client(server), count)
-    durable.wait_answered(batch_id, IN_FLIGHT)
     server.pause()
-    live_request(server)
+    batch_id = long_batch(client(server), count)
+    wait_metric(server, "vllm_sagemaker:batch_running", IN_FLIGHT)
+    return server, batch_id
+
+
+def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, threading.Thread]:
+    """A full batch window on a frozen engine, then a live request: the window drops to
+    `under_live`, and the lines still beyond it after PREEMPT_AFTER_S are preempted (aborted on
+    the engine, queued again). The batch's id and the live request's thread."""
+    server, batch_id = fill_the_window(durable, count)
+    live = live_request(server)
     wait_metric(server, PREEMPTIONS, IN_FLIGHT - admission.Settings(full=IN_FLIGHT).under_live)
-    return batch_id, finished_before
+    return batch_id, live
 
 
 def test_a_preempted_line_runs_again_and_is_written_once(durable: Restartable) -> None:
-    batch_id, finished_before = preempt_mid_batch(durable, 60)
+    finished_before = durable.running().metric("vllm:request_success_total")
+    batch_id, live = preempt_mid_batch(durable, 60)
     server = durable.server
     httpx.post(server.url + "/resume", timeout=60).raise_for_status()
     assert_each_line_once(client(server), batch_id, 60)
+    live.join()
     # The engine finished each line once (plus the live request): no preempted line was
     # finished on the engine and then run again.
     assert server.metric("vllm:request_success_total") - finished_before == 60 + 1
 
 
 def test_sigterm_during_preemption_keeps_exactly_once(durable: Restartable) -> None:
-    batch_id, _ = preempt_mid_batch(durable, 60)
+    batch_id, live = preempt_mid_batch(durable, 60)
     assert durable.server.stop() == 0
+    live.join()
     assert durable.status(batch_id) == "in_progress"
     assert_each_line_once(client(durable.restart()), batch_id, 60)
 
@@ -200,13 +208,11 @@ def test_the_runner_waits_out_429s_and_answers_every_line_once(
     """A server-side batch fills the window on a frozen engine, so the runner's batch-marked
     mini-batches find no room and get 429 with Retry-After. With --max-retries 0, only a 429
     that is not counted as a retry lets the run finish."""
-    server = durable.running()
-    batch_id = long_batch(client(server), 40)
-    durable.wait_answered(batch_id, IN_FLIGHT)
     source = tmp_path / "in.jsonl"
     source.write_bytes(jsonl([chat_line(f"r{i}") for i in range(30)]))
     output = tmp_path / "out.jsonl"
-    with server.paused():
+    server, batch_id = fill_the_window(durable, 40)
+    try:
         command = ["batch", "-i", str(source), "-o", str(output), "--endpoint", server.url]
         runner = processes.spawn(
             [cli.VLLM_SAGEMAKER, *command, "--max-retries", "0"],
@@ -214,6 +220,8 @@ def test_the_runner_waits_out_429s_and_answers_every_line_once(
             text=True,
         )
         wait_metric(server, "vllm_sagemaker:batch_throttled_total", 1)
+    finally:
+        httpx.post(server.url + "/resume", timeout=60).raise_for_status()
     _, stderr = runner.communicate(timeout=600)
     assert runner.returncode == 0, stderr
     assert "calls throttled for live traffic" in stderr

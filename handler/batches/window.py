@@ -31,7 +31,7 @@ class BatchWindow:
         self.last_live = -float("inf")
         self.running = 0
         self._changed = asyncio.Event()
-        metrics.WINDOW.set_function(lambda: self.state.window)
+        metrics.WINDOW.set_function(lambda: self._current().window)
         metrics.RUNNING.set_function(lambda: self.running)
         metrics.LIVE_LATENCY.set_function(lambda: self.state.recent_s or 0.0)
         metrics.LIVE_TARGET.set_function(lambda: self.state.target_s(self.settings) or 0.0)
@@ -78,13 +78,15 @@ class BatchWindow:
             self._notify()
         self.state = state
 
-    def limit(self) -> int:
+    def _current(self) -> admission.State:
+        """The state as time has left it (a quiet spell may have passed since the last look)."""
         if not self.yields:
-            return self.settings.full
+            return self.state
         now = time.monotonic()
-        self._update(
-            admission.tick(self.state, self.settings, self.live_in_flight, self.last_live, now)
-        )
+        return admission.tick(self.state, self.settings, self.live_in_flight, self.last_live, now)
+
+    def limit(self) -> int:
+        self._update(self._current())
         return self.state.window
 
     def locked(self) -> bool:
