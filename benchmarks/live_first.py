@@ -4,10 +4,12 @@ the real-time traffic costs the batch, with the admission controller and without
 Live traffic: Poisson arrivals of 8-token chat requests through `/invocations`. Batch: chat lines
 of 32 tokens, through (a) `/v1/batches` and (b) `vllm-sagemaker batch --endpoint`, on a server
 whose batch work yields (the default) and on one where it does not (`SAGEMAKER_BATCH_YIELD=false`),
-both started in this run. For each arrival rate it prints live p50/p95/p99 against the same
-traffic on the idle server, and the batch's lines/s against the batch alone.
+and on servers with a fixed window and no yield at 2 requests/s (`--windows`: the trade-off curve
+the controller moves on), all started in this run. For each arrival rate it prints live
+p50/p95/p99 against the same traffic on the idle server, and the batch's lines/s against the
+batch alone.
 
-    .venv/bin/python -m benchmarks.live_first [--lines 3000] [--rates 0.5 2 8]
+    .venv/bin/python -m benchmarks.live_first [--lines 3000] [--rates 0.5 2 8] [--windows 8 32 128]
 """
 
 import argparse
@@ -35,6 +37,7 @@ LIVE_BODY = json.dumps(
 JSON = {"Content-Type": "application/json"}
 BATCH_TOKENS = 32
 WARM_UP_LINES = 300
+CURVE_RATE = 2.0
 
 
 @dataclass
@@ -142,10 +145,45 @@ def measure(
     return rows
 
 
+@dataclass(frozen=True)
+class Setup:
+    """One server of the run: its extra environment, the live rates and the ways a batch runs."""
+
+    env: dict[str, str]
+    rates: list[float]
+    ways: tuple[str, ...]
+
+
+def setups(args: argparse.Namespace) -> dict[str, Setup]:
+    """The controller (the default) and no yield, at every rate both ways; then fixed windows
+    without yield at 2 requests/s (the trade-off curve the controller moves on)."""
+    both = ("/v1/batches", "batch --endpoint")
+    no_yield = {"SAGEMAKER_BATCH_YIELD": "false"}
+    found = {
+        "controller": Setup({}, args.rates, both),
+        "no yield": Setup(no_yield, args.rates, both),
+    }
+    for window in args.windows:
+        inflight = {**no_yield, "SAGEMAKER_BATCH_MAX_INFLIGHT": str(window)}
+        found[f"window {window}"] = Setup(inflight, [CURVE_RATE], ("/v1/batches",))
+    return found
+
+
+def report(
+    name: str, way: str, rate: float, tail: Tail, idle: Tail, lines_s: float, alone: float
+) -> None:
+    print(
+        f"{name:11} {way:17} {rate:6.1f} {tail.p50 * 1000:7.0f} {tail.p95 * 1000:7.0f} "
+        f"{tail.p99 * 1000:7.0f} {tail.p50 / idle.p50:6.2f} {tail.p95 / idle.p95:6.2f} "
+        f"{tail.p99 / idle.p99:6.2f} {lines_s:8.1f} {lines_s / alone:5.0%}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=3000)
     parser.add_argument("--rates", type=float, nargs="+", default=[0.5, 2.0, 8.0])
+    parser.add_argument("--windows", type=int, nargs="*", default=[8, 32, 128])
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -156,50 +194,44 @@ def main() -> None:
         # A server's first batch is slower (first prompts, first sizes): it is not measured.
         warm_up = root / "warm-up.jsonl"
         write_file(warm_up, WARM_UP_LINES, BATCH_TOKENS)
+        planned = setups(args)
         env = {
-            "yields": {**SERVER_ENV, "SAGEMAKER_BATCH_STORE": str(root / "a")},
-            "no yield": {
-                **SERVER_ENV,
-                "SAGEMAKER_BATCH_STORE": str(root / "b"),
-                "SAGEMAKER_BATCH_YIELD": "false",
-            },
+            name: {**SERVER_ENV, **setup.env, "SAGEMAKER_BATCH_STORE": str(root / f"store{i}")}
+            for i, (name, setup) in enumerate(planned.items())
         }
-        models = dict.fromkeys(env, model)
         print(
             f"{args.lines} chat lines x {BATCH_TOKENS} tokens beside Poisson live chats of 8 "
             "tokens; tiny Llama, 2 cores, 256 seqs"
         )
         print(
-            f"{'server':9} {'batch via':20} {'live/s':>6} {'p50 ms':>7} {'p95 ms':>7} "
+            f"{'server':11} {'batch via':17} {'live/s':>6} {'p50 ms':>7} {'p95 ms':>7} "
             f"{'p99 ms':>7} {'p50 x':>6} {'p95 x':>6} {'p99 x':>6} {'lines/s':>8} {'kept':>5}"
         )
-        with servers.running(models, root, {name: env[name] for name in env}) as running:
+        with servers.running(dict.fromkeys(env, model), root, env) as running:
             for name, server in running.items():
+                setup = planned[name]
                 batch_api(server, warm_up)
-                idle = {rate: idle_tail(server.url, rate, args.idle_seconds) for rate in args.rates}
+                idle = {
+                    rate: idle_tail(server.url, rate, args.idle_seconds) for rate in setup.rates
+                }
                 for rate, tail in idle.items():
                     print(
-                        f"{name:9} {'(idle)':20} {rate:6.1f} {tail.p50 * 1000:7.0f} "
+                        f"{name:11} {'(idle)':17} {rate:6.1f} {tail.p50 * 1000:7.0f} "
                         f"{tail.p95 * 1000:7.0f} {tail.p99 * 1000:7.0f}"
                     )
                 ways = {
                     "/v1/batches": lambda s=server: batch_api(s, source),
                     "batch --endpoint": lambda s=server: batch_runner(s, source, root / "o.jsonl"),
                 }
-                for way, run in ways.items():
-                    rows = measure(server, run, args.rates)
+                for way in setup.ways:
+                    rows = measure(server, ways[way], setup.rates)
                     alone = args.lines / rows[0][2]
-                    print(f"{name:9} {way:20} {'-':>6} {'':47} {alone:8.1f} {'100%':>5}")
+                    print(f"{name:11} {way:17} {'-':>6} {'':47} {alone:8.1f} {'100%':>5}")
                     for rate, tail, seconds in rows[1:]:
-                        base = idle[rate]
-                        rate_lines = args.lines / seconds
-                        print(
-                            f"{name:9} {way:20} {rate:6.1f} {tail.p50 * 1000:7.0f} "
-                            f"{tail.p95 * 1000:7.0f} {tail.p99 * 1000:7.0f} "
-                            f"{tail.p50 / base.p50:6.2f} {tail.p95 / base.p95:6.2f} "
-                            f"{tail.p99 / base.p99:6.2f} {rate_lines:8.1f} "
-                            f"{rate_lines / alone:5.0%}"
-                        )
+                        report(name, way, rate, tail, idle[rate], args.lines / seconds, alone)
+                preempted = server.metric("vllm_sagemaker:batch_preemptions_total")
+                throttled = server.metric("vllm_sagemaker:batch_throttled_total")
+                print(f"{name:11} preempted {preempted:.0f} lines, throttled {throttled:.0f} calls")
 
 
 if __name__ == "__main__":
