@@ -146,13 +146,14 @@ def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.C
 @pytest.mark.parametrize(
     ("error", "meaning"),
     [
-        (client_error("ThrottlingException", 400), invoke.Retryable),
+        (client_error("ThrottlingException", 400), invoke.Throttled),
         (client_error("ModelNotReadyException", 429), invoke.Retryable),
         (client_error("ServiceUnavailable", 503), invoke.Retryable),
         (client_error("InternalFailure", 500), invoke.Retryable),
         (client_error("InternalDependencyException", 530), invoke.Retryable),
         (client_error("ModelError", 424, OriginalStatusCode=503), invoke.Retryable),
-        (client_error("ModelError", 424, OriginalStatusCode=429), invoke.Retryable),
+        # the container keeps its engine for live traffic: waited out, never a failure
+        (client_error("ModelError", 424, OriginalStatusCode=429), invoke.Throttled),
         (client_error("ModelError", 424, OriginalStatusCode=400), invoke.Refused),
         (client_error("ModelError", 424, OriginalStatusCode=413), invoke.Refused),
         (client_error("ValidationError", 400), invoke.InvocationFailed),
