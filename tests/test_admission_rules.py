@@ -144,13 +144,21 @@ def test_a_fixed_target_replaces_the_learned_baseline() -> None:
             4,
             "shrink",
         ),
-        # never above full
+        # never above under_live while live traffic is around
         (
-            State(window=255, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=0.0),
+            State(window=15, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=0.0),
             1,
             0.0,
             9.0,
-            256,
+            16,
+            "grow",
+        ),
+        (
+            State(window=16, baseline_s=0.05, recent_s=0.06, reason="grow", changed_at=0.0),
+            1,
+            0.0,
+            9.0,
+            16,
             "grow",
         ),
         # no target known yet (no SLO, no live request seen while no batch ran): held

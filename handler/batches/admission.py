@@ -7,8 +7,8 @@ The batch window is driven by what live requests measure, not by a fixed fractio
 - a live request arriving caps the window at `under_live` (a sixteenth) before it can suffer;
 - the window halves at once when live requests run slower than `slo_ratio` times the baseline
   (at most once per `shrink_every_s`, so one slow spell does not empty it);
-- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target
-  (with no target known yet, it holds);
+- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target, up
+  to `under_live` (with no target known yet, it holds);
 - after `quiet_s` without any live request the batch gets the whole window;
 - running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
   (`to_preempt`), a few at a time: short lines finish on their own, long ones give way.
@@ -97,7 +97,8 @@ def observe(
 def tick(
     state: State, settings: Settings, live_in_flight: int, last_live_s: float, now: float
 ) -> State:
-    """Time passed: a quiet spell gives the whole window; meeting the target grows it."""
+    """Time passed: a quiet spell gives the whole window; meeting the target grows it, up to
+    `under_live` (a live arrival would cap anything above that again, and preempt what grew)."""
     if live_in_flight == 0 and now - last_live_s >= settings.quiet_s:
         if state.reason == "quiet" and state.window == settings.full:
             return state
@@ -106,11 +107,11 @@ def tick(
     meeting = target is not None and state.recent_s is not None and state.recent_s <= target
     if (
         not meeting
-        or state.window >= settings.full
+        or state.window >= settings.under_live
         or now - state.changed_at < settings.grow_every_s
     ):
         return state
-    window = min(settings.full, state.window + settings.grow_by)
+    window = min(settings.under_live, state.window + settings.grow_by)
     return replace(state, window=window, changed_at=now, reason="grow")
 
 
