@@ -59,7 +59,8 @@ class BatchApiSettings:
     """The Files and Batches API: SAGEMAKER_BATCH_API (on unless `false`), its store
     SAGEMAKER_BATCH_STORE, upload limits SAGEMAKER_BATCH_MAX_FILE_MB (any file, OpenAI's 512)
     and SAGEMAKER_BATCH_MAX_INPUT_MB (a batch input file, OpenAI's 200); how batches run:
-    SAGEMAKER_MAX_CONCURRENT_BATCHES at once, SAGEMAKER_BATCH_MAX_INFLIGHT lines each,
+    SAGEMAKER_MAX_CONCURRENT_BATCHES at once, SAGEMAKER_BATCH_MAX_INFLIGHT batch lines and
+    batch-marked records in flight in the process while no live request is around,
     SAGEMAKER_BATCH_PRIORITY (set by `serve` under priority scheduling),
     SAGEMAKER_BATCH_YIELD (`false`: keep the whole window under live traffic),
     SAGEMAKER_LIVE_LATENCY_SLO (milliseconds to a live request's first byte that batch work must

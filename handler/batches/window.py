@@ -64,7 +64,9 @@ class BatchWindow:
             self._notify()
 
     def _update(self, state: admission.State) -> None:
-        if state.reason != self.state.reason:
+        """Take the new state; log when the window changes course while batch work runs (a
+        server without batch work logs nothing)."""
+        if state.reason != self.state.reason and self.running:
             target = state.target_s(self.settings)
             logger.info(
                 "batch window %s: %d -> %d (live %.0f ms, target %s)",
