@@ -28,6 +28,7 @@ import httpx
 import openai
 
 from benchmarks.batch_runner import VLLM_SAGEMAKER, write_file
+from benchmarks.batches_api import run_batch_api
 from tests import model_factory, servers
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
@@ -105,17 +106,7 @@ class LiveTraffic:
 
 def batch_api(server: servers.Server, source: Path) -> float:
     """Seconds from create to completed of a /v1/batches batch of `source`."""
-    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
-    uploaded = sdk.files.create(file=source.open("rb"), purpose="batch")
-    started = time.perf_counter()
-    batch = sdk.batches.create(
-        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-    )
-    while batch.status not in ("completed", "failed", "cancelled", "expired"):
-        time.sleep(0.2)
-        batch = sdk.batches.retrieve(batch.id)
-    assert batch.status == "completed", batch
-    return time.perf_counter() - started
+    return run_batch_api(openai.OpenAI(base_url=server.url + "/v1", api_key="none"), source)[1]
 
 
 def batch_runner(server: servers.Server, source: Path, out: Path) -> float:

@@ -2,6 +2,8 @@
 headers, API keys and limits."""
 
 import asyncio
+import contextlib
+import http.client
 import json
 import time
 from typing import Any
@@ -266,8 +268,27 @@ def test_api_key_guards_every_inference_route(score_server: Server) -> None:
 def test_ping_answers_within_2_s_under_full_load(chat_server: Server) -> None:
     """48 clients keep the engine full for the whole test, however fast the machine is; the
     pings start once the first of them has been answered, so the engine is surely busy. The
-    2 s is SageMaker's: a /ping slower than that fails the health check."""
+    2 s is SageMaker's: a /ping slower than that fails the health check. Like SageMaker's
+    health checker, the pings open their own connections from their own thread: sharing the
+    load's client and event loop measured that client's queue (up to 19 s), not the server."""
     body = {"prompt": "The quick brown", "max_tokens": 200, "ignore_eos": True}
+
+    def ping() -> float:
+        started = time.monotonic()
+        health_checker = http.client.HTTPConnection("127.0.0.1", chat_server.port, timeout=60)
+        with contextlib.closing(health_checker):
+            health_checker.request("GET", "/ping")
+            response = health_checker.getresponse()
+            response.read()
+        assert response.status == 200
+        return time.monotonic() - started
+
+    def ten_pings() -> list[float]:
+        pings = []
+        for _ in range(10):
+            pings.append(ping())
+            time.sleep(0.1)
+        return pings
 
     async def load_and_ping() -> tuple[list[float], list[int]]:
         async with httpx.AsyncClient(base_url=chat_server.url, timeout=300) as client:
@@ -282,14 +303,11 @@ def test_ping_answers_within_2_s_under_full_load(chat_server: Server) -> None:
 
             load = [asyncio.create_task(keep_busy()) for _ in range(48)]
             await answered.wait()
-            pings = []
-            for _ in range(10):
-                started = time.monotonic()
-                assert (await client.get("/ping")).status_code == 200
-                pings.append(time.monotonic() - started)
-                await asyncio.sleep(0.1)
-            pinged.set()
-            await asyncio.gather(*load)
+            try:
+                pings = await asyncio.to_thread(ten_pings)
+            finally:
+                pinged.set()
+                await asyncio.gather(*load)
             return pings, statuses
 
     pings, statuses = asyncio.run(load_and_ping())
