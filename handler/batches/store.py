@@ -63,6 +63,10 @@ class StoreError(Exception):
     state."""
 
 
+class StoreUnavailable(StoreError):
+    """The store is out of reach for now (S3 unreachable or failing): a 503, try again."""
+
+
 @dataclass(frozen=True)
 class StoredFile:
     id: str
