@@ -9,7 +9,7 @@ import pytest
 
 from handler.batches import admission, batch_object
 from handler.batches.batches_api import cancelled
-from handler.batches.store import Store, StoredFile
+from handler.batches.store import Claim, Store, StoredFile
 from handler.batches.window import BatchWindow
 from handler.records.batch_lines import MAX_LINES, validate
 from handler.records.errors import RequestError
@@ -192,6 +192,10 @@ def test_batch_work_finds_room_only_within_the_window() -> None:
     assert asyncio.run(scenario()) == (True, True, True)
 
 
+def claimed(claim: Claim | None) -> str | None:
+    return None if claim is None else claim.batch["id"]
+
+
 def batch(batch_id: str, status: str = "validating") -> dict:
     return {"id": batch_id, "status": status, "request_counts": {"total": 0}}
 
@@ -199,9 +203,9 @@ def batch(batch_id: str, status: str = "validating") -> dict:
 def test_a_held_batch_is_claimed_once_and_taken_over_when_its_lease_ends(tmp_path: Path) -> None:
     store = Store(str(tmp_path))
     store.add_batch(batch("batch_a"))
-    assert store.claim("one", 15, 5, now=100)["id"] == "batch_a"
+    assert claimed(store.claim("one", 15, 5, now=100)) == "batch_a"
     assert store.claim("two", 15, 5, now=101) is None
-    assert store.claim("two", 15, 5, now=116)["id"] == "batch_a"
+    assert claimed(store.claim("two", 15, 5, now=116)) == "batch_a"
     assert store.change_batch("batch_a", lambda b: {**b, "status": "in_progress"}, "one") is None
     assert store.change_batch("batch_a", lambda b: {**b, "status": "in_progress"}, "two")
 
@@ -210,10 +214,12 @@ def test_no_more_than_max_running_batches_are_claimed(tmp_path: Path) -> None:
     store = Store(str(tmp_path))
     for name in ("batch_a", "batch_b", "batch_c"):
         store.add_batch(batch(name))
-    assert [store.claim("p", 15, 2, now=100)["id"] for _ in range(2)] == ["batch_a", "batch_b"]
+    first = store.claim("p", 15, 2, now=100)
+    assert [claimed(first), claimed(store.claim("p", 15, 2, now=100))] == ["batch_a", "batch_b"]
     assert store.claim("p", 15, 2, now=100) is None
-    store.release("batch_a", "p")
-    assert store.claim("q", 15, 2, now=100)["id"] == "batch_a"
+    assert first is not None
+    store.release(first)
+    assert claimed(store.claim("q", 15, 2, now=100)) == "batch_a"
 
 
 def test_final_batches_are_never_claimed(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@
   `x-should-retry: false`, so the SDK does not retry it.
 """
 
+import asyncio
 import json
 import re
 import time
@@ -19,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from handler.batches import batch_object, paging
 from handler.batches.files_api import not_found as file_not_found
+from handler.batches.s3.store import S3Store
 from handler.batches.scheduler import Scheduler
 from handler.batches.store import Batch, Store
 from handler.records import asgi_call
@@ -51,7 +53,9 @@ def cancelled(batch: Batch, now: int) -> Batch | None:
 
 
 class BatchesApi:
-    def __init__(self, store: Store, pipeline: Pipeline, scheduler: Scheduler, window_s: int):
+    def __init__(
+        self, store: Store | S3Store, pipeline: Pipeline, scheduler: Scheduler, window_s: int
+    ):
         self.store = store
         self.pipeline = pipeline
         self.scheduler = scheduler
@@ -67,7 +71,7 @@ class BatchesApi:
             elif not batch_id and method == "GET":
                 await self.list(scope, send)
             elif batch_id and not action and method == "GET":
-                await respond(send, 200, json.dumps(self._batch(batch_id)).encode())
+                await respond(send, 200, json.dumps(await self._batch(batch_id)).encode())
             elif batch_id and action == "cancel" and method == "POST":
                 await self.cancel(batch_id, send)
             else:
@@ -84,7 +88,7 @@ class BatchesApi:
         auth: asgi_call.Headers = [(k, v) for k, v in scope["headers"] if k == b"authorization"]
         served = await self.pipeline.served(scope, auth)
         params = batch_object.create_params(body, served)
-        stored = self.store.file(params.input_file_id)
+        stored = await asyncio.to_thread(self.store.file, params.input_file_id)
         if stored is None:
             raise file_not_found(params.input_file_id[:100])
         if stored.purpose != "batch":
@@ -98,24 +102,28 @@ class BatchesApi:
         batch = batch_object.new_batch(
             f"batch_{uuid.uuid4().hex}", params, int(time.time()), self.window_s
         )
-        self.store.add_batch(batch)
+        await asyncio.to_thread(self.store.add_batch, batch)
         self.scheduler.wake()
         await respond(send, 200, json.dumps(batch).encode())
 
     async def list(self, scope: Scope, send: Send) -> None:
         limit, after = list_query(scope.get("query_string", b""))
-        await respond(send, 200, paging.page(*self.store.batches(limit, after)))
+        found = await asyncio.to_thread(self.store.batches, limit, after)
+        await respond(send, 200, paging.page(*found))
 
-    def _batch(self, batch_id: str) -> Batch:
-        batch = self.store.batch(batch_id) if _BATCH_ID.fullmatch(batch_id) else None
+    async def _batch(self, batch_id: str) -> Batch:
+        valid = _BATCH_ID.fullmatch(batch_id)
+        batch = await asyncio.to_thread(self.store.batch, batch_id) if valid else None
         if batch is None:
             raise not_found(batch_id)
         return batch
 
     async def cancel(self, batch_id: str, send: Send) -> None:
-        self._batch(batch_id)
+        await self._batch(batch_id)
         now = int(time.time())
-        batch = self.store.change_batch(batch_id, lambda b: cancelled(b, now))
+        batch = await asyncio.to_thread(
+            self.store.change_batch, batch_id, lambda b: cancelled(b, now)
+        )
         if batch is None:
             raise not_found(batch_id)
         if batch["status"] in ("completed", "failed", "expired"):

@@ -9,6 +9,7 @@ A batch input must be `.jsonl` and at most the input limit (200 MB by default); 
 `batch` expire after 30 days unless `expires_after` says otherwise.
 """
 
+import asyncio
 import json
 import re
 import time
@@ -19,6 +20,7 @@ from urllib.parse import parse_qsl
 from starlette.types import Receive, Scope, Send
 
 from handler.batches import paging
+from handler.batches.s3.store import S3Store
 from handler.batches.store import Store, StoredFile
 from handler.batches.uploads import receive_upload
 from handler.records.errors import RequestError
@@ -122,7 +124,7 @@ def list_query(query: bytes) -> tuple[str | None, int, bool, str | None]:
 
 
 class FilesApi:
-    def __init__(self, store: Store, limits: FileLimits) -> None:
+    def __init__(self, store: Store | S3Store, limits: FileLimits) -> None:
         self.store = store
         self.limits = limits
 
@@ -179,7 +181,7 @@ class FilesApi:
                 purpose,
                 expires_at(upload.fields, purpose, created_at),
             )
-            self.store.add_file(stored)
+            await asyncio.to_thread(self.store.add_file, stored)
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
@@ -187,19 +189,23 @@ class FilesApi:
 
     async def list(self, scope: Scope, send: Send) -> None:
         purpose, limit, descending, after = list_query(scope.get("query_string", b""))
-        found = self.store.files(purpose, limit, descending, after)
+        found = await asyncio.to_thread(self.store.files, purpose, limit, descending, after)
         await respond(send, 200, paging.page([file_object(i) for i in found.items], found.has_more))
 
-    def _file(self, file_id: str) -> StoredFile:
-        stored = self.store.file(file_id) if _FILE_ID.fullmatch(file_id) else None
+    async def _file(self, file_id: str) -> StoredFile:
+        stored = (
+            await asyncio.to_thread(self.store.file, file_id)
+            if _FILE_ID.fullmatch(file_id)
+            else None
+        )
         if stored is None:
             raise not_found(file_id[:100])
         return stored
 
     async def one(self, method: str, file_id: str, send: Send) -> None:
-        stored = self._file(file_id)
+        stored = await self._file(file_id)
         if method == "DELETE":
-            self.store.delete_file(stored.id)
+            await asyncio.to_thread(self.store.delete_file, stored.id)
             body: dict[str, object] = {"id": stored.id, "object": "file", "deleted": True}
         else:
             body = file_object(stored)
@@ -207,9 +213,9 @@ class FilesApi:
 
     async def content(self, file_id: str, send: Send) -> None:
         """The file's bytes, streamed from disk in CHUNK_BYTES pieces."""
-        stored = self._file(file_id)
+        stored = await self._file(file_id)
         try:
-            body = self.store.body_path(stored.id).open("rb")
+            body = await asyncio.to_thread(self.store.open_body, stored.id)
         except FileNotFoundError:
             raise not_found(file_id) from None
         with body:
@@ -218,6 +224,6 @@ class FilesApi:
                 (b"content-length", str(stored.bytes).encode()),
             ]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            while chunk := body.read(CHUNK_BYTES):
+            while chunk := await asyncio.to_thread(body.read, CHUNK_BYTES):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})

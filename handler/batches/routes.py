@@ -12,8 +12,10 @@ from starlette.types import Receive, Scope, Send
 
 from handler.batches import batches_api, files_api
 from handler.batches.runner import RunSettings, Runtime
+from handler.batches.s3.objects import S3
+from handler.batches.s3.store import S3Store
 from handler.batches.scheduler import Scheduler, runner_id
-from handler.batches.store import Store, StoreError
+from handler.batches.store import Store, StoreError, StoreUnavailable
 from handler.batches.window import BatchWindow
 from handler.config import BatchApiSettings
 from handler.logs import logger
@@ -28,6 +30,8 @@ PREFIXES = (files_api.PREFIX, batches_api.PREFIX)
 VERSION = "/v1"
 LEASE_S = 15.0
 CHECK_EVERY_S = 0.5
+# In S3 every check is a request (a lease renewal and a read of the batch), paid per chunk run.
+S3_CHECK_EVERY_S = 2.0
 
 
 def canonical(path: str) -> str | None:
@@ -37,6 +41,12 @@ def canonical(path: str) -> str | None:
     if any(full == prefix or full.startswith(prefix + "/") for prefix in PREFIXES):
         return full
     return None
+
+
+def open_store(location: str) -> Store | S3Store:
+    """The store SAGEMAKER_BATCH_STORE names: `s3://bucket/prefix/`, shared by every replica
+    naming it, or a local directory."""
+    return S3Store(location) if location.startswith(S3) else Store(location)
 
 
 def owns(path: str) -> bool:
@@ -79,7 +89,7 @@ class BatchRoutes:
 
     def _open(self) -> tuple[files_api.FilesApi, batches_api.BatchesApi]:
         if self._apis is None:
-            store = Store(self.settings.store)
+            store = open_store(self.settings.store)
             limits = files_api.FileLimits(
                 self.settings.max_file_bytes, self.settings.max_batch_input_bytes
             )
@@ -90,9 +100,10 @@ class BatchRoutes:
             )
         return self._apis
 
-    def _scheduler(self, store: Store) -> Scheduler:
+    def _scheduler(self, store: Store | S3Store) -> Scheduler:
         settings = self.settings
-        run = RunSettings(settings.priority, LEASE_S, CHECK_EVERY_S)
+        check_every_s = S3_CHECK_EVERY_S if store.shared else CHECK_EVERY_S
+        run = RunSettings(settings.priority, LEASE_S, check_every_s)
         scope = self.scope or base_scope({})
         runtime = Runtime(store, self.pipeline, scope, self.headers, self.window, run, runner_id())
         self.scheduler = Scheduler(runtime, settings.max_concurrent)
@@ -127,6 +138,11 @@ class BatchRoutes:
             files, batches = self._open()
             api = files if scope["path"].startswith(files_api.PREFIX) else batches
             await api(scope, receive, send)
+        except StoreUnavailable as error:
+            logger.error("batch store: %s", error)
+            await respond_error(
+                send, RequestError(503, f"the batch store is out of reach: {error}", "store_error")
+            )
         except (StoreError, OSError) as error:
             logger.error("batch store: %s", error)
             await respond_error(

@@ -23,14 +23,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from starlette.types import Scope
 
 from handler.batches import admission, metrics
-from handler.batches.results import Results
-from handler.batches.store import Batch, Store, StoredFile
+from handler.batches.batch_object import add_usage
+from handler.batches.chunking import cut, measured
+from handler.batches.results import Results, Tallies
+from handler.batches.s3.store import S3Store
+from handler.batches.store import Batch, Claim, Store, StoredFile
 from handler.batches.window import BatchWindow
+from handler.logs import logger
 from handler.records import asgi_call
 from handler.records.batch_lines import Outcome, Validation, outcome, validate
 from handler.records.context import RecordContext
@@ -70,7 +74,7 @@ class RunSettings:
 class Runtime:
     """What every batch run of this process shares."""
 
-    store: Store
+    store: Store | S3Store
     pipeline: Pipeline
     scope: Scope
     headers: asgi_call.Headers
@@ -85,20 +89,29 @@ class Runtime:
 
 
 class BatchRun:
-    def __init__(self, runtime: Runtime, batch: Batch) -> None:
+    """One claim's work: a whole batch (the embedded store), or in a shared store the
+    validation of a batch, one chunk of it, or its final assembly once every chunk is done."""
+
+    def __init__(self, runtime: Runtime, claim: Claim) -> None:
         self.runtime = runtime
         self.store = runtime.store
-        self.id: str = batch["id"]
-        self.batch = batch
+        self.claim = claim
+        self.id: str = claim.batch["id"]
+        self.batch = claim.batch
 
     async def run(self) -> None:
-        if self.batch["status"] == "validating" and not await self.validate():
-            return
-        await self.execute()
+        if self.claim.part is not None:
+            await self.execute()
+        elif self.store.shared and await asyncio.to_thread(self.store.plan, self.id) is not None:
+            await self.assemble()
+        elif self.store.shared:
+            await self.validate()
+        elif self.batch["status"] != "validating" or await self.validate():
+            await self.execute()
 
     async def _change(self, change: Callable[[Batch], Batch | None]) -> Batch:
         changed = await asyncio.to_thread(
-            self.store.change_batch, self.id, change, self.runtime.owner
+            self.store.change_batch, self.id, change, self._batch_owner()
         )
         if changed is None:
             raise RunEnded(f"batch {self.id} is no longer held by this process")
@@ -107,7 +120,7 @@ class BatchRun:
 
     async def input_file(self) -> StoredFile | None:
         """The batch's input file; when it is gone (deleted, expired), the batch fails."""
-        stored = self.store.file(self.batch["input_file_id"])
+        stored = await asyncio.to_thread(self.store.file, self.batch["input_file_id"])
         if stored is None:
             error = {
                 "code": "invalid_request",
@@ -125,13 +138,15 @@ class BatchRun:
             return False
         served = await self.runtime.pipeline.served(self.runtime.scope, self.runtime.headers)
         models = await self.models()
-        path = self.store.body_path(stored.id)
-        found = await asyncio.to_thread(
-            _validate_file, path, self.batch["endpoint"], served, models
-        )
+        lengths: list[int] = []
+        found = await asyncio.to_thread(self._checked, stored.id, served, models, lengths)
         if found.errors:
             await self.fail(found.errors)
             return False
+        if self.store.shared:
+            await asyncio.to_thread(
+                self.store.add_plan, self.id, cut(lengths, self.store.chunk_lines)
+            )
         now = int(time.time())
 
         def start(batch: Batch) -> Batch:
@@ -144,6 +159,15 @@ class BatchRun:
 
         await self._change(start)
         return True
+
+    def _checked(
+        self, file_id: str, served: frozenset[str], models: list[str], lengths: list[int]
+    ) -> Validation:
+        """The input file checked line by line, noting each physical line's length."""
+        with self.store.open_body(file_id) as source:
+            return validate(
+                iter_records(measured(source, lengths)), self.batch["endpoint"], served, models
+            )
 
     async def models(self) -> list[str]:
         """The models this server serves (the base model and its adapters), from /v1/models."""
@@ -159,12 +183,27 @@ class BatchRun:
             batch.update(status="failed", failed_at=now, errors={"object": "list", "data": errors})
             return batch
 
-        await asyncio.to_thread(self.store.finish_batch, self.id, self.runtime.owner, [], failed)
+        if self.store.shared:
+            await asyncio.to_thread(self.store.change_batch, self.id, failed, self._batch_owner())
+        else:
+            await asyncio.to_thread(
+                self.store.finish_batch, self.id, self.runtime.owner, [], failed
+            )
+
+    def _batch_owner(self) -> str | None:
+        """Who must hold the batch for this run to change it: nobody for a chunk's run, whose
+        changes (counts, a failure) are merged with If-Match."""
+        return None if self.claim.part is not None else self.runtime.owner
+
+    def _results_dir(self) -> Path:
+        if self.claim.part is None:
+            return self.store.batch_dir(self.id)
+        return self.store.results_dir(self.id, self.claim.part)
 
     async def execute(self) -> None:
         if await self.input_file() is None:
             return
-        results = Results(self.store.batch_dir(self.id))
+        results = Results(self._results_dir())
         await asyncio.to_thread(results.open)
         stop = Stop()
         if self.batch["status"] == "cancelling":
@@ -184,15 +223,24 @@ class BatchRun:
                 watcher = group.create_task(self.watch(results, stop))
                 await self.feed(group, context, results, window)
                 watcher.cancel()
-            await self.finish(results, stop)
+            if self.claim.part is None:
+                await self.finish(results, stop)
+            else:
+                await self.finish_part(results, stop)
         finally:
             results.close()
 
+    def _input(self) -> IO[bytes]:
+        """The input lines this run answers: the whole file, or its chunk's byte range."""
+        if self.claim.part is None:
+            return self.store.open_body(self.batch["input_file_id"])
+        return self.store.open_body(self.batch["input_file_id"], self.claim.part)
+
     def pending(self, answered: set[str]) -> Iterator[tuple[int, bytes]]:
         """The input's request lines not answered yet, with their line numbers."""
-        path = self.store.body_path(self.batch["input_file_id"])
-        with path.open("rb") as source:
-            for number, raw in enumerate(iter_records(source), start=1):
+        first = 1 if self.claim.part is None else self.claim.part.first_line
+        with self._input() as source:
+            for number, raw in enumerate(iter_records(source), start=first):
                 if raw.strip() and json.loads(raw)["custom_id"] not in answered:
                     yield number, raw
 
@@ -303,12 +351,11 @@ class BatchRun:
         synced = time.monotonic()
         while True:
             await asyncio.sleep(settings.check_every_s)
-            renewed = await asyncio.to_thread(
-                self.store.renew, self.id, self.runtime.owner, settings.lease_s
-            )
-            if not renewed:
+            renewed = await asyncio.to_thread(self.store.renew, self.claim, settings.lease_s)
+            if renewed is None:
                 raise RunEnded(f"batch {self.id} was taken over by another process")
-            batch = await self._change(lambda b: _with_progress(b, results))
+            self.claim = renewed
+            batch = await self.progress(results)
             if batch["status"] == "cancelling":
                 stop(CANCELLED)
             elif time.time() >= batch["expires_at"]:
@@ -317,18 +364,74 @@ class BatchRun:
                 await asyncio.to_thread(results.sync)
                 synced = time.monotonic()
 
+    async def progress(self, results: Results) -> Batch:
+        """The batch as it now is, with this run's counts so far when the run is the whole
+        batch (a chunk's counts join the batch's when the chunk is finished)."""
+        if self.claim.part is None:
+            return await self._change(lambda b: _with_progress(b, results))
+        batch = await asyncio.to_thread(self.store.batch, self.id)
+        if batch is None:
+            raise RunEnded(f"batch {self.id} is gone")
+        return batch
+
+    async def finish_part(self, results: Results, stop: Stop) -> None:
+        """Make this run's results its chunk's (unless another run finished the chunk first)."""
+        await asyncio.to_thread(results.sync)
+        tallies = {
+            "completed": results.tallies.completed,
+            "failed": results.tallies.failed,
+            "usage": results.tallies.usage,
+            "stopped": _stopped(stop),
+        }
+        files = {"output": results.output_path, "errors": results.errors_path}
+        part = self.claim.part
+        finished = await asyncio.to_thread(self.store.finish_part, self.id, part, files, tallies)
+        if not finished:
+            logger.warning("batch %s: chunk %s was finished by another run first", self.id, part)
+        shutil.rmtree(results.directory, ignore_errors=True)
+
+    async def assemble(self) -> None:
+        """Every chunk is finished: join their results into the output and error files and
+        give the batch its final status, with the counts the chunks add up to."""
+        chunks = await asyncio.to_thread(lambda: list(self.store.chunk_results(self.id)))
+        now = int(time.time())
+        await self._change(_finalizing(now))
+        totals = Tallies()
+        stop = Stop()
+        for _, result in chunks:
+            totals.completed += result["completed"]
+            totals.failed += result["failed"]
+            add_usage(totals.usage, result["usage"])
+            if result.get("stopped") == "expired":
+                stop(EXPIRED)
+            elif result.get("stopped") == "cancelled" and stop.reason is None:
+                stop(CANCELLED)
+        ids: dict[str, str | None] = {}
+        for key, kind, count in (
+            ("output_file_id", "output", totals.completed),
+            ("error_file_id", "errors", totals.failed),
+        ):
+            ids[key] = None
+            if count:
+                stored = self._output_file(kind, 0, now)
+                await asyncio.to_thread(self.store.assemble, self.id, kind, stored)
+                ids[key] = stored.id
+
+        def final(batch: Batch) -> Batch:
+            status = _final_status(batch, stop)
+            batch.update(ids, status=status)
+            batch[f"{status}_at"] = now
+            batch["request_counts"].update(completed=totals.completed, failed=totals.failed)
+            batch["usage"] = totals.usage
+            return batch
+
+        await self._change(final)
+
     async def finish(self, results: Results, stop: Stop) -> None:
         """finalizing, then the final status with the results as files, in one transaction."""
         await asyncio.to_thread(results.sync)
         now = int(time.time())
-
-        def finalizing(batch: Batch) -> Batch:
-            batch["finalizing_at"] = batch["finalizing_at"] or now
-            if batch["status"] == "in_progress":
-                batch["status"] = "finalizing"
-            return batch
-
-        await self._change(finalizing)
+        await self._change(_finalizing(now))
         outputs, ids = self.results_files(results, now)
 
         def final(batch: Batch) -> Batch:
@@ -348,8 +451,6 @@ class BatchRun:
         self, results: Results, now: int
     ) -> tuple[list[tuple[StoredFile, Path]], dict[str, str | None]]:
         """The output and error files (only those with lines) and the ids the batch shows."""
-        expiry = (self.batch.get("output_expires_after") or {}).get("seconds") or OUTPUT_EXPIRY_S
-        hex_id = self.id.removeprefix("batch_")
         outputs, ids = [], {}
         for key, kind, count, path in (
             ("output_file_id", "output", results.tallies.completed, results.output_path),
@@ -357,24 +458,22 @@ class BatchRun:
         ):
             ids[key] = None
             if count:
-                stored = StoredFile(
-                    f"file-{hex_id}-{kind}",
-                    path.stat().st_size,
-                    now,
-                    f"{self.id}_{kind}.jsonl",
-                    "batch_output",
-                    now + expiry,
-                )
+                stored = self._output_file(kind, path.stat().st_size, now)
                 outputs.append((stored, path))
                 ids[key] = stored.id
         return outputs, ids
 
-
-def _validate_file(
-    path: Path, endpoint: str, served: frozenset[str], models: list[str]
-) -> Validation:
-    with path.open("rb") as source:
-        return validate(iter_records(source), endpoint, served, models)
+    def _output_file(self, kind: str, size: int, now: int) -> StoredFile:
+        """The output (or error) file of this batch, as the Files API shows it."""
+        expiry = (self.batch.get("output_expires_after") or {}).get("seconds") or OUTPUT_EXPIRY_S
+        return StoredFile(
+            f"file-{self.id.removeprefix('batch_')}-{kind}",
+            size,
+            now,
+            f"{self.id}_{kind}.jsonl",
+            "batch_output",
+            now + expiry,
+        )
 
 
 def _with_progress(batch: Batch, results: Results) -> Batch:
@@ -382,6 +481,23 @@ def _with_progress(batch: Batch, results: Results) -> Batch:
     counts["completed"], counts["failed"] = results.tallies.completed, results.tallies.failed
     batch["usage"] = results.tallies.usage
     return batch
+
+
+def _finalizing(now: int) -> Callable[[Batch], Batch]:
+    def finalizing(batch: Batch) -> Batch:
+        batch["finalizing_at"] = batch["finalizing_at"] or now
+        if batch["status"] == "in_progress":
+            batch["status"] = "finalizing"
+        return batch
+
+    return finalizing
+
+
+def _stopped(stop: Stop) -> str | None:
+    """Why a chunk's run stopped early, as its finished chunk records it."""
+    if stop.reason is EXPIRED:
+        return "expired"
+    return "cancelled" if stop.reason is CANCELLED else None
 
 
 def _final_status(batch: Batch, stop: Stop) -> str:

@@ -15,6 +15,7 @@ import socket
 import uuid
 
 from handler.batches.runner import BatchRun, RunEnded, Runtime
+from handler.batches.store import Claim
 from handler.logs import logger
 
 POLL_S = 1.0
@@ -30,6 +31,8 @@ class Scheduler:
         self.runtime = runtime
         self.max_running = max_running
         self.runs: dict[str, asyncio.Task[None]] = {}
+        self.claims: dict[str, BatchRun] = {}
+        self._stopping = False
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
 
@@ -46,16 +49,17 @@ class Scheduler:
             self.runtime.settings.lease_s,
         )
         while True:
-            try:
-                batch = await asyncio.to_thread(store.claim, owner, lease_s, self.max_running)
-            except Exception:
-                logger.exception("batch scheduler: could not claim a batch")
-                batch = None
-            if batch is not None and await self._engine_ready():
-                self.runs[batch["id"]] = asyncio.create_task(self._run(batch))
+            claim = None
+            if len(self.runs) < self.max_running:
+                try:
+                    claim = await asyncio.to_thread(store.claim, owner, lease_s, self.max_running)
+                except Exception as error:
+                    logger.warning("batch scheduler: could not claim work: %s", error)
+            if claim is not None and await self._engine_ready():
+                self.runs[_label(claim)] = asyncio.create_task(self._run(claim))
                 continue
-            if batch is not None:
-                await asyncio.to_thread(store.release, batch["id"], owner)
+            if claim is not None:
+                await self._release(claim)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
@@ -63,34 +67,44 @@ class Scheduler:
     async def _engine_ready(self) -> bool:
         return (await self.runtime.call("GET", "/health")).status == 200
 
-    async def _run(self, batch: dict) -> None:
-        batch_id = batch["id"]
+    async def _run(self, claim: Claim) -> None:
+        label = _label(claim)
+        run = BatchRun(self.runtime, claim)
+        self.claims[label] = run
         try:
-            logger.info("batch %s: running (%s)", batch_id, batch["status"])
-            await BatchRun(self.runtime, batch).run()
-            logger.info("batch %s: done", batch_id)
+            logger.info("batch %s: running (%s)", label, claim.batch["status"])
+            await run.run()
+            logger.info("batch %s: done", label)
         except* RunEnded as ended:
-            logger.warning("batch %s: stopped here: %s", batch_id, ended.exceptions[0])
-            await self._release(batch_id)
+            logger.warning("batch %s: stopped here: %s", label, ended.exceptions[0])
         except* Exception:
-            logger.exception("batch %s: failed in this process; it will be tried again", batch_id)
-            await self._release(batch_id)
+            logger.exception("batch %s: failed in this process; it will be tried again", label)
         finally:
-            self.runs.pop(batch_id, None)
+            if not self._stopping:
+                await self._release(run.claim)
+            self.runs.pop(label, None)
+            self.claims.pop(label, None)
             self.wake()
 
-    async def _release(self, batch_id: str) -> None:
+    async def _release(self, claim: Claim) -> None:
         try:
-            await asyncio.to_thread(self.runtime.store.release, batch_id, self.runtime.owner)
+            await asyncio.to_thread(self.runtime.store.release, claim)
         except Exception:
-            logger.exception("batch %s: the lease could not be released", batch_id)
+            logger.exception("batch %s: the lease could not be released", _label(claim))
 
     async def stop(self) -> None:
         """Stop every run without writing more; release their leases."""
+        self._stopping = True
         tasks = [task for task in (self._loop, *self.runs.values()) if task is not None]
-        held = list(self.runs)
+        held = [run.claim for run in self.claims.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for batch_id in held:
-            await self._release(batch_id)
+        for claim in held:
+            await self._release(claim)
+
+
+def _label(claim: Claim) -> str:
+    """A run's name in the log: the batch, and its chunk when it is one."""
+    part = claim.part
+    return claim.batch["id"] if part is None else f"{claim.batch['id']} chunk {part.index}"

@@ -28,7 +28,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from handler.batches.chunking import Part
 
 Batch = dict[str, Any]
 
@@ -78,12 +80,25 @@ class StoredFile:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """Work a runner holds: a whole batch, or one chunk of it (`part`, in a shared store)."""
+
+    batch: Batch
+    owner: str
+    part: Part | None = None
+
+
+@dataclass(frozen=True)
 class Page:
     items: list[StoredFile]
     has_more: bool
 
 
 class Store:
+    """The embedded store: one container's processes share it; a batch runs whole."""
+
+    shared = False
+
     def __init__(self, root: str) -> None:
         self.root = Path(root)
         self.files_dir = self.root / "files"
@@ -128,6 +143,9 @@ class Store:
 
     def partial_path(self, file_id: str) -> Path:
         return self.files_dir / f"{file_id}.partial"
+
+    def open_body(self, file_id: str) -> IO[bytes]:
+        return self.body_path(file_id).open("rb")
 
     def add_file(self, stored: StoredFile) -> None:
         """Make a completely written `<id>.partial` body a file: rename, then insert its row."""
@@ -247,7 +265,7 @@ class Store:
 
     def claim(
         self, owner: str, lease_s: float, max_running: int, now: float | None = None
-    ) -> Batch | None:
+    ) -> Claim | None:
         """Take the oldest unfinished batch nobody holds, unless `max_running` batches already
         have a live lease; the lease lasts `lease_s`."""
         moment = time.time() if now is None else now
@@ -270,23 +288,23 @@ class Store:
                 "UPDATE batches SET owner = ?, lease_until = ? WHERE id = ?",
                 (owner, moment + lease_s, row["id"]),
             )
-            return json.loads(row["object"])
+            return Claim(json.loads(row["object"]), owner)
 
-    def renew(self, batch_id: str, owner: str, lease_s: float) -> bool:
-        """Extend the runner's lease; False when the batch is no longer its own."""
+    def renew(self, claim: Claim, lease_s: float) -> Claim | None:
+        """Extend the runner's lease; None when the batch is no longer its own."""
         with self.transaction() as db:
             renewed = db.execute(
                 "UPDATE batches SET lease_until = ? WHERE id = ? AND owner = ?",
-                (time.time() + lease_s, batch_id, owner),
+                (time.time() + lease_s, claim.batch["id"], claim.owner),
             ).rowcount
-        return bool(renewed)
+        return claim if renewed else None
 
-    def release(self, batch_id: str, owner: str) -> None:
+    def release(self, claim: Claim) -> None:
         """Give the batch up (at shutdown): another runner may take it at once."""
         with self.transaction() as db:
             db.execute(
                 "UPDATE batches SET owner = NULL, lease_until = 0 WHERE id = ? AND owner = ?",
-                (batch_id, owner),
+                (claim.batch["id"], claim.owner),
             )
 
     def finish_batch(

@@ -12,6 +12,7 @@ profile, the region).
 """
 
 import contextlib
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict"}
 MISSING = {"NoSuchKey", "404", "NotFound"}
 # Few retries: a store request sits on a route's answer, and S3 being away must become a 503
 # within seconds, not minutes.
+READ_BYTES = 1 << 20
 CLIENT_CONFIG = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
 
 
@@ -122,7 +124,38 @@ class Bucket:
         if first is not None:
             arguments["Range"] = f"bytes={first}-{'' if last is None else last}"
         with _errors():
-            return self.client.get_object(**arguments)["Body"]
+            try:
+                body = self.client.get_object(**arguments)["Body"]
+            except ClientError as error:
+                if _code(error) in MISSING:
+                    raise FileNotFoundError(relative) from None
+                raise
+        return io.BufferedReader(_Stream(body), READ_BYTES)
+
+    def check(self) -> None:
+        """Raise the store's error when the bucket cannot be used."""
+        with _errors():
+            self.client.head_bucket(Bucket=self.name)
+
+
+class _Stream(io.RawIOBase):
+    """A botocore body as a raw stream, so that it reads in lines like a local file."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = body
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        with _errors():
+            data = self.body.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.body.close()
+        super().close()
 
 
 def _code(error: ClientError) -> str:
