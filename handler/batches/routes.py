@@ -43,10 +43,12 @@ def canonical(path: str) -> str | None:
     return None
 
 
-def open_store(location: str) -> Store | S3Store:
+def open_store(location: str, chunk_lines: int) -> Store | S3Store:
     """The store SAGEMAKER_BATCH_STORE names: `s3://bucket/prefix/`, shared by every replica
     naming it, or a local directory."""
-    return S3Store(location) if location.startswith(S3) else Store(location)
+    if location.startswith(S3):
+        return S3Store(location, chunk_lines=chunk_lines)
+    return Store(location)
 
 
 def owns(path: str) -> bool:
@@ -89,7 +91,7 @@ class BatchRoutes:
 
     def _open(self) -> tuple[files_api.FilesApi, batches_api.BatchesApi]:
         if self._apis is None:
-            store = open_store(self.settings.store)
+            store = open_store(self.settings.store, self.settings.chunk_lines)
             limits = files_api.FileLimits(
                 self.settings.max_file_bytes, self.settings.max_batch_input_bytes
             )

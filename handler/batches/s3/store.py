@@ -39,8 +39,8 @@ from handler.batches.leases import Lease
 from handler.batches.s3.chunks import KINDS, Chunks
 from handler.batches.s3.objects import Bucket, Conflict
 from handler.batches.store import UNFINISHED, Batch, Claim, Page, StoredFile, StoreError
+from handler.config import DEFAULT_CHUNK_LINES
 
-CHUNK_LINES = 1000
 INDEX_DIGITS = 20
 NEWEST = 10**INDEX_DIGITS - 1
 CAS_ATTEMPTS = 20
@@ -51,7 +51,9 @@ class S3Store:
 
     shared = True
 
-    def __init__(self, uri: str, staging: str | None = None, chunk_lines: int = CHUNK_LINES):
+    def __init__(
+        self, uri: str, staging: str | None = None, chunk_lines: int = DEFAULT_CHUNK_LINES
+    ) -> None:
         self.bucket = Bucket(uri)
         self.chunk_lines = chunk_lines
         digest = hashlib.sha256(uri.encode()).hexdigest()[:12]

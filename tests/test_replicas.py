@@ -1,0 +1,157 @@
+"""The Batches API across replicas: three real servers sharing one S3 store (moto). Every route
+answers the same through every replica, every replica's engine works on one batch, a cancel
+through one stops them all, and a replica killed mid-batch loses nothing.
+
+The engines are frozen (vLLM's /pause) while the chunks are handed out, so that each replica
+surely holds one before any finishes, on any machine."""
+
+import contextlib
+import io
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import boto3
+import openai
+import pytest
+from openai.types import Batch
+
+from tests import processes
+from tests.conftest import REPLICA_BUCKET
+from tests.json_lines import parse_lines
+from tests.servers import Server
+from tests.test_batches_api import chat_line, client, lines_of
+
+SUCCESSES = "vllm:request_success_total"
+
+
+def upload(server: Server, custom_ids: list[str]) -> str:
+    body = b"".join(json.dumps(chat_line(i)).encode() + b"\n" for i in custom_ids)
+    return client(server).files.create(file=("in.jsonl", io.BytesIO(body)), purpose="batch").id
+
+
+def create(server: Server, file_id: str) -> Batch:
+    return client(server).batches.create(
+        input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+
+
+def wait(server: Server, batch_id: str, statuses: tuple[str, ...], timeout: float = 300) -> Batch:
+    sdk = client(server)
+    deadline = time.monotonic() + timeout
+    while (batch := sdk.batches.retrieve(batch_id)).status not in statuses:
+        assert time.monotonic() < deadline, f"batch still {batch.status}"
+        time.sleep(0.2)
+    return batch
+
+
+def chunk_owners(batch_id: str) -> set[str]:
+    """Who holds a chunk of the batch now, from the lease objects in S3."""
+    s3 = boto3.client("s3")
+    prefix = f"store/batches/{batch_id}/chunks/"
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=REPLICA_BUCKET, Prefix=prefix)
+    owners = set()
+    for page in pages:
+        for item in page.get("Contents", []):
+            if item["Key"].endswith("/lease.json"):
+                lease = json.load(s3.get_object(Bucket=REPLICA_BUCKET, Key=item["Key"])["Body"])
+                if lease["owner"] is not None and lease["until"] > time.time():
+                    owners.add(lease["owner"])
+    return owners
+
+
+def wait_for_owners(batch_id: str, count: int, timeout: float = 120) -> set[str]:
+    deadline = time.monotonic() + timeout
+    while len(owners := chunk_owners(batch_id)) < count:
+        assert time.monotonic() < deadline, f"only {owners} hold chunks"
+        time.sleep(0.2)
+    return owners
+
+
+@contextlib.contextmanager
+def all_paused(replicas: list[Server]) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for replica in replicas:
+            stack.enter_context(replica.paused())
+        yield
+
+
+def answered(server: Server, batch: Batch) -> Counter[str]:
+    sdk = client(server)
+    lines = lines_of(sdk, batch.output_file_id) + lines_of(sdk, batch.error_file_id)
+    return Counter(line["custom_id"] for line in lines)
+
+
+def test_every_replica_answers_every_route_and_works_on_one_batch(replicas: list[Server]) -> None:
+    """Upload through one, create through a second, poll through the third; each replica's
+    engine answers part of the lines, and the output has each custom_id once."""
+    a, b, c = replicas
+    ids = [f"r{i}" for i in range(60)]
+    before = [replica.metric(SUCCESSES) for replica in replicas]
+    with all_paused(replicas):
+        file_id = upload(a, ids)
+        assert client(c).files.retrieve(file_id).bytes == client(a).files.retrieve(file_id).bytes
+        batch = create(b, file_id)
+        assert client(c).batches.retrieve(batch.id).status in ("validating", "in_progress")
+        wait_for_owners(batch.id, 3)
+    done = wait(c, batch.id, ("completed", "failed", "cancelled", "expired"))
+    assert done.status == "completed" and done.request_counts is not None
+    assert done.request_counts.model_dump() == {"total": 60, "completed": 60, "failed": 0}
+    assert answered(a, done) == Counter(ids)
+    assert done.usage is not None and done.usage.output_tokens > 0
+    after = [replica.metric(SUCCESSES) for replica in replicas]
+    worked = [end - start for start, end in zip(before, after, strict=True)]
+    assert all(count > 0 for count in worked) and sum(worked) == 60, worked
+    for replica in replicas:
+        sdk = client(replica)
+        assert batch.id in [listed.id for listed in sdk.batches.list(limit=10)]
+        assert done.output_file_id in [listed.id for listed in sdk.files.list()]
+        assert parse_lines(sdk.files.content(done.output_file_id).content)
+
+
+def test_a_file_deleted_through_one_replica_is_gone_through_all(replicas: list[Server]) -> None:
+    a, b, _ = replicas
+    file_id = upload(a, ["d0"])
+    assert client(b).files.delete(file_id).deleted
+    for replica in replicas:
+        with pytest.raises(openai.NotFoundError):
+            client(replica).files.retrieve(file_id)
+
+
+def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Server]) -> None:
+    a, b, c = replicas
+    ids = [f"c{i}" for i in range(60)]
+    with all_paused(replicas):
+        batch = create(a, upload(a, ids))
+        wait_for_owners(batch.id, 3)
+        assert client(b).batches.cancel(batch.id).status == "cancelling"
+        assert client(c).batches.retrieve(batch.id).status == "cancelling"
+    done = wait(c, batch.id, ("cancelled",), timeout=120)
+    assert answered(a, done) == Counter(ids)
+    sdk = client(b)
+    errors = lines_of(sdk, done.error_file_id)
+    assert errors and {line["error"]["code"] for line in errors} == {"batch_cancelled"}
+    assert done.request_counts is not None
+    assert done.request_counts.completed + done.request_counts.failed == 60
+
+
+def test_a_replica_killed_mid_batch_loses_no_line_and_answers_none_twice(
+    replicas: list[Server],
+) -> None:
+    """`kill -9` of a replica holding a chunk: its lease runs out, another replica takes the
+    chunk over, and every custom_id is answered exactly once. (The last test here: the killed
+    replica stays down.)"""
+    a, b, c = replicas
+    ids = [f"k{i}" for i in range(60)]
+    with contextlib.ExitStack() as frozen:
+        for replica in (a, b):
+            frozen.enter_context(replica.paused())
+        c.pause()
+        batch = create(a, upload(a, ids))
+        wait_for_owners(batch.id, 3)
+        processes.kill(c.process)
+    done = wait(a, batch.id, ("completed", "failed", "cancelled", "expired"))
+    assert done.status == "completed"
+    assert answered(b, done) == Counter(ids)
+    assert done.request_counts is not None and done.request_counts.completed == 60
