@@ -102,10 +102,12 @@ class BatchRun:
     async def run(self) -> None:
         if self.claim.part is not None:
             await self.execute()
-        elif self.store.shared and await asyncio.to_thread(self.store.plan, self.id) is not None:
-            await self.assemble()
         elif self.store.shared:
-            await self.validate()
+            planned = await asyncio.to_thread(self.store.plan, self.id)
+            if self.batch["status"] == "validating" or planned is None:
+                await self.validate()
+            else:
+                await self.assemble()
         elif self.batch["status"] != "validating" or await self.validate():
             await self.execute()
 

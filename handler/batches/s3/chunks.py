@@ -16,7 +16,7 @@ lines are written. So each custom_id is answered exactly once, across crashes an
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from handler.batches import leases
@@ -41,6 +41,20 @@ class Done:
 
     epoch: int
     tallies: dict[str, Any]
+
+
+@dataclass
+class Survey:
+    finished: set[int] = field(default_factory=set)
+    leases_written: dict[int, float] = field(default_factory=dict)
+
+    def worth_trying(self, index: int, now: float, lease_s: float) -> bool:
+        """Whether chunk `index` may be free: not finished, and its lease (if any) not written
+        within the last lease (a held lease is renewed well within that)."""
+        if index in self.finished:
+            return False
+        written = self.leases_written.get(index)
+        return written is None or written + lease_s <= now
 
 
 class Chunks:
@@ -124,10 +138,17 @@ class Chunks:
             return None
         return Done(int(found.value["epoch"]), found.value["tallies"])
 
+    def survey(self) -> Survey:
+        """Which chunks are finished, and when each lease was last written, from one LIST per
+        1,000 objects: a replica looking for work reads no lease it need not."""
+        found = Survey()
+        for key, written in self.bucket.listed(self.root):
+            index, _, name = key[len(self.root) :].partition("/")
+            if name == "done.json":
+                found.finished.add(int(index))
+            elif name == "lease.json":
+                found.leases_written[int(index)] = written
+        return found
+
     def finished(self) -> set[int]:
-        """The indices of the finished chunks, from one LIST per 1,000 objects."""
-        return {
-            int(key[len(self.root) :].partition("/")[0])
-            for key in self.bucket.keys(self.root)
-            if key.endswith("/done.json")
-        }
+        return self.survey().finished

@@ -105,13 +105,20 @@ class Bucket:
     def keys(self, relative_prefix: str, start_after: str | None = None) -> Iterator[str]:
         """The keys under `relative_prefix` in S3's order (ascending), relative to the prefix;
         one LIST request per 1,000 keys."""
+        for key, _ in self.listed(relative_prefix, start_after):
+            yield key
+
+    def listed(
+        self, relative_prefix: str, start_after: str | None = None
+    ) -> Iterator[tuple[str, float]]:
+        """The keys under `relative_prefix`, each with when it was last written (epoch s)."""
         arguments = {"Bucket": self.name, "Prefix": self.key(relative_prefix)}
         if start_after is not None:
             arguments["StartAfter"] = self.key(start_after)
         with _errors():
             for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
                 for item in page.get("Contents", []):
-                    yield item["Key"][len(self.prefix) :]
+                    yield item["Key"][len(self.prefix) :], item["LastModified"].timestamp()
 
     def upload(self, relative: str, source: IO[bytes], **extra: str) -> None:
         """Stream `source` into the object (multipart above 8 MB, never whole in memory)."""

@@ -207,14 +207,15 @@ class S3Store:
         if plan is None:
             return self._claim_batch(batch_id, owner, lease_s)
         chunks = Chunks(self.bucket, batch_id)
-        finished = chunks.finished()
+        survey = chunks.survey()
+        now = time.time()
         for part in plan:
-            if part.index in finished:
+            if not survey.worth_trying(part.index, now, lease_s):
                 continue
             held = chunks.claim(part.index, owner, lease_s)
             if held is not None:
                 return Claim(batch, owner, Part(**part.to_json(), lease=held))
-        if len(finished) == len(plan):
+        if len(survey.finished) == len(plan):
             return self._claim_batch(batch_id, owner, lease_s)
         return None
 
