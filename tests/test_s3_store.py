@@ -12,8 +12,9 @@ from handler.batches.batch_object import zero_usage
 from handler.batches.chunking import Part, cut, measured
 from handler.batches.s3.chunks import Chunks
 from handler.batches.s3.store import S3Store
-from handler.batches.store import StoredFile
+from handler.batches.store import StoredFile, StoreUnavailable
 from handler.records.jsonlines import iter_records
+from tests.servers import free_port
 
 
 @pytest.mark.parametrize(
@@ -164,3 +165,16 @@ def test_work_is_claimed_validation_then_chunks_then_assembly(store: S3Store) ->
     assert Chunks(store.bucket, "batch_w").finished() == {0, 1, 2}
     store.change_batch("batch_w", lambda b: {**b, "status": "completed"}, "b")
     assert store.claim("a", 30, 4) is None
+
+
+def test_an_unreachable_bucket_is_a_clear_store_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Nothing listens on the endpoint: opening the store fails at once with the reason, which
+    the routes answer with 503."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with pytest.raises(StoreUnavailable, match="cannot be reached"):
+        S3Store("s3://nowhere/p/", str(tmp_path_factory.mktemp("staging")))

@@ -1,4 +1,6 @@
-"""Runs one batch this process has claimed, from wherever the batch stands.
+"""Runs the batch work this process has claimed, from wherever the batch stands: a whole batch
+(the embedded store), or in a shared S3 store its validation, one chunk of its lines, or the
+assembly of its chunks' results once all are done.
 
 - `validating`: the input file is checked with the project's batch-line rules
   (`handler.records.batch_lines.validate`, every bad line listed) and the batch is `failed` or

@@ -1,11 +1,14 @@
-"""Which batches this API-server process runs, and when.
+"""Which batch work this API-server process runs, and when.
 
-The scheduler claims the oldest unfinished batch nobody holds (`Store.claim`), at most
-`max_running` batches at once across every process sharing the store, and runs it. It looks
-again when a batch is created here, when one of its runs ends, and every POLL_S (batches created
-by another process, leases of a process that died). At shutdown its runs stop without writing
-anything more and their leases are released, so the next start resumes them at once: a SIGTERM
-never cancels a batch.
+The scheduler claims work nobody holds (`claim` of the store), at most `max_running` runs at
+once in this process, and runs it. With the embedded store the work is a whole batch, the
+oldest unfinished one, and `max_running` also bounds the batches running across every process
+sharing the store. With the S3 store it is a batch to validate, a chunk of a running batch, or a
+batch whose chunks are all done (`handler.batches.s3.store`). It looks again when a batch is
+created here, when one of its runs ends, and every POLL_S (work created by another process or
+replica, leases of one that died). A run's lease is given back when it ends. At shutdown its
+runs stop without writing anything more and their leases are released, so the next start (or
+another replica) resumes them at once: a SIGTERM never cancels a batch.
 """
 
 import asyncio
@@ -31,8 +34,6 @@ class Scheduler:
         self.runtime = runtime
         self.max_running = max_running
         self.runs: dict[str, asyncio.Task[None]] = {}
-        self.claims: dict[str, BatchRun] = {}
-        self._stopping = False
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
 
@@ -70,7 +71,6 @@ class Scheduler:
     async def _run(self, claim: Claim) -> None:
         label = _label(claim)
         run = BatchRun(self.runtime, claim)
-        self.claims[label] = run
         try:
             logger.info("batch %s: running (%s)", label, claim.batch["status"])
             await run.run()
@@ -80,10 +80,8 @@ class Scheduler:
         except* Exception:
             logger.exception("batch %s: failed in this process; it will be tried again", label)
         finally:
-            if not self._stopping:
-                await self._release(run.claim)
+            await self._release(run.claim)
             self.runs.pop(label, None)
-            self.claims.pop(label, None)
             self.wake()
 
     async def _release(self, claim: Claim) -> None:
@@ -93,15 +91,11 @@ class Scheduler:
             logger.exception("batch %s: the lease could not be released", _label(claim))
 
     async def stop(self) -> None:
-        """Stop every run without writing more; release their leases."""
-        self._stopping = True
+        """Stop every run without writing more; each releases its lease as it ends."""
         tasks = [task for task in (self._loop, *self.runs.values()) if task is not None]
-        held = [run.claim for run in self.claims.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for claim in held:
-            await self._release(claim)
 
 
 def _label(claim: Claim) -> str:
