@@ -32,8 +32,11 @@ def default_kv_cache_gib(mem_available_bytes: int) -> int:
 def engine_env(
     env: Mapping[str, str], visible_gpus: int, mem_available_bytes: int
 ) -> dict[str, str]:
-    """Variables to add for the engine: on a machine without GPUs, a KV cache that fits."""
-    if visible_gpus or env.get("VLLM_CPU_KVCACHE_SPACE"):
+    """Variables to add for the engine: on a machine without GPUs, a KV cache that fits,
+    unless one is sized already (vLLM's legacy variable, or `--kv-cache-memory-bytes` through
+    SM_VLLM_KV_CACHE_MEMORY_BYTES, which the legacy variable would override)."""
+    sized = env.get("VLLM_CPU_KVCACHE_SPACE") or env.get("SM_VLLM_KV_CACHE_MEMORY_BYTES")
+    if visible_gpus or sized:
         return {}
     return {"VLLM_CPU_KVCACHE_SPACE": str(default_kv_cache_gib(mem_available_bytes))}
 

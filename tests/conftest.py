@@ -8,7 +8,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from tests import aws as aws_mock
@@ -52,7 +51,6 @@ PLATFORM_ENV = {
     "SAGEMAKER_ASYNC_INFERENCE": "true",
 }
 MODEL_BUCKET = "models"
-REPLICA_BUCKET = "replicas"
 # LiteLLM's quick start names its own model_name in every batch line; the chat server serves that
 # name beside its own (SM_VLLM_SERVED_MODEL_NAME, as the README says).
 LITELLM_MODEL = "my-vllm-model"
@@ -155,37 +153,6 @@ def engines(
     served = {**models, "batch": models["chat"], "platform": s3_model}
     with servers.running(served, log_dir, env) as running:
         yield running
-
-
-@pytest.fixture(scope="session")
-def replicas(
-    models: dict[str, Path], aws: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[servers.Server]]:
-    """Three chat servers sharing one S3 store, as replicas behind a load balancer: chunks of
-    10 lines, one run at a time each, engines that tests can freeze."""
-    boto3.client("s3").create_bucket(Bucket=REPLICA_BUCKET)
-    env = {
-        "SAGEMAKER_BATCH_STORE": f"s3://{REPLICA_BUCKET}/store/",
-        "SAGEMAKER_BATCH_CHUNK_LINES": "10",
-        "SAGEMAKER_MAX_CONCURRENT_BATCHES": "1",
-        "SM_VLLM_SERVED_MODEL_NAME": json.dumps([str(models["chat"]), LITELLM_MODEL]),
-        "VLLM_SERVER_DEV_MODE": "1",
-    }
-    names = [f"replica{n}" for n in range(3)]
-    log_dir = tmp_path_factory.mktemp("replica-logs")
-    with servers.running(
-        dict.fromkeys(names, models["chat"]), log_dir, dict.fromkeys(names, env)
-    ) as running:
-        yield [running[name] for name in names]
-
-
-@pytest.fixture(params=["local", "s3"])
-def batches_server(request: pytest.FixtureRequest) -> servers.Server:
-    """The chat server on its local store, then a replica on the shared S3 store: the same
-    Batches API tests, unchanged, on each."""
-    if request.param == "local":
-        return request.getfixturevalue("chat_server")
-    return request.getfixturevalue("replicas")[0]
 
 
 @pytest.fixture(scope="session")

@@ -34,10 +34,11 @@ def serve_env(model: Path | str, port: int, **extra: str) -> dict[str, str]:
         # CPU (70 s -> 56 s for the tiny Llama on an idle 2-core machine).
         SM_VLLM_ENFORCE_EAGER="true",
         SAGEMAKER_BIND_TO_PORT=str(port),
-        VLLM_CPU_KVCACHE_SPACE="1",
         HF_HUB_OFFLINE="1",
         PYTHONUNBUFFERED="1",
     )
+    if "SM_VLLM_KV_CACHE_MEMORY_BYTES" not in extra:
+        env["VLLM_CPU_KVCACHE_SPACE"] = "1"
     env.update(extra)
     return env
 

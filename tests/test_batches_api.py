@@ -73,8 +73,8 @@ def lines_of(sdk: openai.OpenAI, file_id: str | None) -> list[dict[str, Any]]:
     return parse_lines(sdk.files.content(file_id).content)
 
 
-def test_round_trip_with_lines_the_engine_refuses(batches_server: Server) -> None:
-    sdk = client(batches_server)
+def test_round_trip_with_lines_the_engine_refuses(chat_server: Server) -> None:
+    sdk = client(chat_server)
     lines = [chat_line(f"r{i}") for i in range(30)]
     for i in (4, 17):
         lines[i] = chat_line(f"r{i}", tokens=99999)
@@ -106,7 +106,7 @@ def test_round_trip_with_lines_the_engine_refuses(batches_server: Server) -> Non
         assert "max_tokens" in refused["response"]["body"]["error"]["message"]
     completions = sum(line["response"]["body"]["usage"]["completion_tokens"] for line in output)
     assert done.usage is not None and done.usage.output_tokens == completions > 0
-    assert done.model == batches_server.model
+    assert done.model == chat_server.model
     assert done.completed_at and done.in_progress_at and done.finalizing_at
     for file_id in (done.output_file_id, done.error_file_id):
         assert file_id is not None and sdk.files.retrieve(file_id).purpose == "batch_output"
@@ -233,13 +233,13 @@ def test_cancel_mid_run_keeps_partial_output_and_ends_fast(chat_server: Server) 
     assert generated < len(long) * LONG_TOKENS / 2, "the cancelled lines ran on in the engine"
 
 
-def test_a_finished_batch_cannot_be_cancelled_and_is_not_retried(batches_server: Server) -> None:
-    sdk = client(batches_server)
+def test_a_finished_batch_cannot_be_cancelled_and_is_not_retried(chat_server: Server) -> None:
+    sdk = client(chat_server)
     done = wait(sdk, submit(sdk, [chat_line("a")]).id)
     calls: list[str] = []
     hooks = {"request": [lambda request: calls.append(request.url.path)]}
     retrying = openai.OpenAI(
-        base_url=batches_server.url + "/v1",
+        base_url=chat_server.url + "/v1",
         api_key="none",
         http_client=httpx.Client(event_hooks=hooks),
     )
@@ -250,8 +250,8 @@ def test_a_finished_batch_cannot_be_cancelled_and_is_not_retried(batches_server:
     assert len(calls) == 1
 
 
-def test_list_pages_newest_first_and_ends(batches_server: Server) -> None:
-    sdk = client(batches_server)
+def test_list_pages_newest_first_and_ends(chat_server: Server) -> None:
+    sdk = client(chat_server)
     ids = [submit(sdk, [chat_line("a")]).id for _ in range(3)]
     listed = [b.id for b in sdk.batches.list(limit=2)]
     assert [i for i in listed if i in ids] == ids[::-1]

@@ -156,6 +156,8 @@ GIB = hardware.GIB
         ({}, 0, 2 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "1"}),
         ({}, 0, 1024 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "64"}),
         ({"VLLM_CPU_KVCACHE_SPACE": "3"}, 0, 24 * GIB, {}),
+        ({"SM_VLLM_KV_CACHE_MEMORY_BYTES": "268435456"}, 0, 24 * GIB, {}),
+        ({"VLLM_CPU_KVCACHE_SPACE": ""}, 0, 24 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "6"}),
         ({}, 1, 24 * GIB, {}),
     ],
 )

@@ -41,12 +41,12 @@ def lacks_files_api(server: Server, key: str | None = None) -> bool:
     return answer.status_code == 404
 
 
-def test_passthrough_upload_create_poll_and_content(batches_server: Server) -> None:
-    assert lacks_files_api(batches_server) is False
-    api = {**PROVIDER, "api_base": batches_server.url + "/v1", "api_key": "none"}
+def test_passthrough_upload_create_poll_and_content(chat_server: Server) -> None:
+    assert lacks_files_api(chat_server) is False
+    api = {**PROVIDER, "api_base": chat_server.url + "/v1", "api_key": "none"}
     lines = [chat_line(f"l{i}") for i in range(6)]
     rewritten = replace_model_in_jsonl(
-        ("requests.jsonl", jsonl(lines)), new_model_name=batches_server.model
+        ("requests.jsonl", jsonl(lines)), new_model_name=chat_server.model
     )
     assert getattr(rewritten, "name", None) == "modified_file.jsonl"
     uploaded = litellm.create_file(file=rewritten, purpose="batch", **api)
@@ -68,7 +68,7 @@ def test_passthrough_upload_create_poll_and_content(batches_server: Server) -> N
     content = litellm.file_content(file_id=batch.output_file_id, **api)
     output = parse_lines(content.content)
     assert sorted(line["custom_id"] for line in output) == [f"l{i}" for i in range(6)]
-    assert all(line["response"]["body"]["model"] == batches_server.model for line in output)
+    assert all(line["response"]["body"]["model"] == chat_server.model for line in output)
     listed = litellm.list_batches(limit=5, **api)
     assert batch.id in [item.id for item in listed.data]
 

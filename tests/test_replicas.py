@@ -10,20 +10,49 @@ import io
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import boto3
 import openai
 import pytest
 from openai.types import Batch
 
-from tests import processes
-from tests.conftest import REPLICA_BUCKET
+from tests import processes, servers, test_batches_api, test_litellm
+from tests.conftest import LITELLM_MODEL
 from tests.json_lines import parse_lines
 from tests.servers import Server
 from tests.test_batches_api import chat_line, client, lines_of
 
 SUCCESSES = "vllm:request_success_total"
+REPLICA_BUCKET = "replicas"
+# The replicas live only for this module, beside the session's engines: a small KV cache each
+# (vLLM's --kv-cache-memory-bytes, 256 MiB) keeps the machine's memory for the rest.
+REPLICA_ENV = {
+    "SAGEMAKER_BATCH_STORE": f"s3://{REPLICA_BUCKET}/store/",
+    "SAGEMAKER_BATCH_CHUNK_LINES": "10",
+    "SAGEMAKER_MAX_CONCURRENT_BATCHES": "1",
+    "VLLM_SERVER_DEV_MODE": "1",
+    "SM_VLLM_KV_CACHE_MEMORY_BYTES": str(256 * 2**20),
+}
+
+
+@pytest.fixture(scope="module")
+def replicas(
+    models: dict[str, Path], aws: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Server]]:
+    """Three chat servers sharing one S3 store, as replicas behind a load balancer: chunks of
+    10 lines, one run at a time each, engines that tests can freeze."""
+    boto3.client("s3").create_bucket(Bucket=REPLICA_BUCKET)
+    env = {
+        **REPLICA_ENV,
+        "SM_VLLM_SERVED_MODEL_NAME": json.dumps([str(models["chat"]), LITELLM_MODEL]),
+    }
+    names = [f"replica{n}" for n in range(3)]
+    log_dir = tmp_path_factory.mktemp("replica-logs")
+    chat = dict.fromkeys(names, models["chat"])
+    with servers.running(chat, log_dir, dict.fromkeys(names, env)) as running:
+        yield [running[name] for name in names]
 
 
 def upload(server: Server, custom_ids: list[str]) -> str:
@@ -134,6 +163,24 @@ def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Serv
     assert errors and {line["error"]["code"] for line in errors} == {"batch_cancelled"}
     assert done.request_counts is not None
     assert done.request_counts.completed + done.request_counts.failed == 60
+
+
+UNCHANGED: list[Callable[[Server], None]] = [
+    test_batches_api.test_round_trip_with_lines_the_engine_refuses,
+    test_batches_api.test_a_finished_batch_cannot_be_cancelled_and_is_not_retried,
+    test_batches_api.test_list_pages_newest_first_and_ends,
+    test_litellm.test_passthrough_upload_create_poll_and_content,
+]
+
+
+@pytest.mark.parametrize("test", UNCHANGED, ids=lambda test: test.__name__)
+@pytest.mark.parametrize("replica", [0, 1])
+def test_the_sdk_and_litellm_tests_pass_unchanged_on_the_s3_store(
+    replicas: list[Server], test: Callable[[Server], None], replica: int
+) -> None:
+    """The Batches API's tests with the official SDK and LiteLLM, as they run on the local
+    store, through two of the replicas."""
+    test(replicas[replica])
 
 
 def test_a_replica_killed_mid_batch_loses_no_line_and_answers_none_twice(
