@@ -225,4 +225,4 @@ def test_finished_lists_the_finished_chunks(bucket: Bucket) -> None:
         held = chunks.claim(index, A, LEASE_S, now=0)
         assert held is not None and chunks.finish(held, {"completed": 0})
     assert chunks.claim(1, A, LEASE_S, now=0) is not None
-    assert chunks.finished() == {0, 2, 5}
+    assert chunks.survey().finished == {0, 2, 5}

@@ -162,7 +162,7 @@ def test_work_is_claimed_validation_then_chunks_then_assembly(store: S3Store) ->
     assembled = store.assemble("batch_w", "output", stored)
     assert store.open_body(assembled.id).read() == b"output 0\noutput 1\noutput 2\n"
     assert assembled.bytes == 27 and store.file("file-w-output") == assembled
-    assert Chunks(store.bucket, "batch_w").finished() == {0, 1, 2}
+    assert Chunks(store.bucket, "batch_w").survey().finished == {0, 1, 2}
     store.change_batch("batch_w", lambda b: {**b, "status": "completed"}, "b")
     assert store.claim("a", 30, 4) is None
 

@@ -3,8 +3,9 @@
 Everything that must survive a crash goes through `Store`: rows change only inside transactions,
 and a file's row is written only after its body is complete on disk, so a crash leaves either
 the whole file or nothing. SQLite in WAL mode with a busy timeout lets the API-server processes
-of a container share one store. Another backend can replace this class by offering the same
-methods.
+of a container share one store. The other backend, `handler.batches.s3.store.S3Store`, offers
+the same file, batch and claim methods over S3, for replicas sharing one bucket; where the work
+differs (a whole batch here, chunks there), the runner asks `shared`.
 
 A batch row holds the Batch object as the API shows it, plus the lease of the runner that owns
 it: a runner claims a batch only when nobody holds a live lease on it, renews the lease while it

@@ -149,6 +149,3 @@ class Chunks:
             elif name == "lease.json":
                 found.leases_written[int(index)] = written
         return found
-
-    def finished(self) -> set[int]:
-        return self.survey().finished

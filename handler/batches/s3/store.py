@@ -117,9 +117,6 @@ class S3Store:
         self.bucket.delete(f"file-index/{found.value['seq']:0{INDEX_DIGITS}d}-{file_id}")
         return True
 
-    def sweep_expired(self) -> None:
-        """Expired files are deleted as they are met (`file`)."""
-
     def open_body(self, file_id: str, part: Part | None = None) -> IO[bytes]:
         key = f"files/{file_id}/body"
         if part is None:
