@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import random
 import re
 import socket
 import subprocess
@@ -19,10 +20,32 @@ SERVE = str(Path(sys.executable).with_name("serve"))
 START_TIMEOUT_S = 600
 
 
+PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on, below the kernel's ephemeral range and never handed out twice.
+
+    A server binds its port only after its model loads. A port from the ephemeral range (what
+    binding port 0 gives) may meanwhile become the local end of any outgoing connection, such
+    as the model streamer's connections to S3; the server's bind then succeeds but its listen
+    fails with "Address already in use", as one CI run showed."""
+    try:
+        first_ephemeral = int(Path(PORT_RANGE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    while True:
+        port = random.randrange(max(1024, first_ephemeral - 12000), first_ephemeral)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 def serve_env(model: Path | str, port: int, **extra: str) -> dict[str, str]:
