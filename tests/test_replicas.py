@@ -90,7 +90,7 @@ def chunk_owners(batch_id: str) -> set[str]:
     return owners
 
 
-def wait_for_owners(batch_id: str, count: int, timeout: float = 120) -> set[str]:
+def wait_for_owners(batch_id: str, count: int, timeout: float = 300) -> set[str]:
     deadline = time.monotonic() + timeout
     while len(owners := chunk_owners(batch_id)) < count:
         assert time.monotonic() < deadline, f"only {owners} hold chunks"

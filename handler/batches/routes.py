@@ -10,9 +10,9 @@ requests.
 
 from starlette.types import Receive, Scope, Send
 
+from deploy import storage
 from handler.batches import batches_api, files_api
 from handler.batches.runner import RunSettings, Runtime
-from handler.batches.s3.objects import S3
 from handler.batches.s3.store import S3Store
 from handler.batches.scheduler import Scheduler, runner_id
 from handler.batches.store import Store, StoreError, StoreUnavailable
@@ -46,7 +46,7 @@ def canonical(path: str) -> str | None:
 def open_store(location: str, chunk_lines: int) -> Store | S3Store:
     """The store SAGEMAKER_BATCH_STORE names: `s3://bucket/prefix/`, shared by every replica
     naming it, or a local directory."""
-    if location.startswith(S3):
+    if storage.is_s3(location):
         return S3Store(location, chunk_lines=chunk_lines)
     return Store(location)
 

@@ -22,9 +22,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from deploy import storage
 from handler.batches.store import StoreError, StoreUnavailable
 
-S3 = "s3://"
 CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict"}
 MISSING = {"NoSuchKey", "404", "NotFound"}
 # Few retries: a store request sits on a route's answer, and S3 being away must become a 503
@@ -47,10 +47,14 @@ class Versioned:
 
 def parse_uri(uri: str) -> tuple[str, str]:
     """`s3://bucket/a/b` -> ("bucket", "a/b/"): the bucket and the key prefix, ending in "/"."""
-    bucket, _, prefix = uri.removeprefix(S3).partition("/")
-    if not uri.startswith(S3) or not bucket:
+    try:
+        bucket, key = storage.s3_parts(uri) if storage.is_s3(uri) else ("", "")
+    except ValueError:
+        bucket, key = "", ""
+    if not bucket:
         raise StoreError(f"{uri!r} is not an S3 location: write s3://bucket/prefix/")
-    return bucket, prefix.strip("/") + "/" if prefix.strip("/") else ""
+    prefix = key.strip("/")
+    return bucket, prefix + "/" if prefix else ""
 
 
 class Bucket:
