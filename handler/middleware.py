@@ -59,7 +59,7 @@ class SageMakerMiddleware:
         self.ping = Ping(app, self.stops)
         self.custom = custom_code.Replaced()
         self.batch_api = batch_routes.BatchRoutes(
-            self.config.batch_api, pipeline, self.window, self.config.api_keys
+            self.config.batch_api, pipeline, self.window, self.config.api_keys, self.stops
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

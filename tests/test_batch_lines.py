@@ -8,6 +8,8 @@ import pytest
 from deploy.batch import Answered, error_line, staged_path
 from handler.records import batch_lines
 from handler.records.batch_lines import LineChecker, outcome, repair, request_fault
+from handler.records.errors import INTERNAL_ERROR, RequestError
+from handler.records.formats import batch_error_line
 
 
 def line(custom_id: object, **extra: object) -> bytes:
@@ -149,6 +151,22 @@ def test_a_line_the_engine_aborted_is_known(
         {"custom_id": "a", "response": {"status_code": status, "body": body}, "error": None}
     )
     assert outcome(line.encode()).aborted is aborted
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        # The route raised instead of answering (vLLM fails every request while it stops):
+        # a server error, never the line's answer.
+        (RequestError(500, "internal error: RuntimeError: shut down", INTERNAL_ERROR), 500),
+        (RequestError(400, "line 3: not JSON", "invalid_json_line"), None),
+        (RequestError(499, "cancelled", "batch_cancelled"), None),
+    ],
+)
+def test_a_line_without_a_response_has_the_status_of_its_cause(
+    error: RequestError, status: int | None
+) -> None:
+    assert outcome(batch_error_line("a", error)).status_code == status
 
 
 def test_repair_cuts_a_half_written_line(tmp_path: Path) -> None:

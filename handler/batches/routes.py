@@ -18,6 +18,7 @@ from handler.batches.scheduler import Scheduler, runner_id
 from handler.batches.store import Store, StoreError, StoreUnavailable
 from handler.batches.window import BatchWindow
 from handler.config import BatchApiSettings
+from handler.lifecycle import StopRequests
 from handler.logs import logger
 from handler.records.asgi_call import Headers
 from handler.records.errors import RequestError
@@ -78,10 +79,12 @@ class BatchRoutes:
         pipeline: Pipeline,
         window: BatchWindow,
         api_keys: tuple[str, ...],
+        stops: StopRequests,
     ) -> None:
         self.settings = settings
         self.pipeline = pipeline
         self.window = window
+        self.stops = stops
         self.headers: Headers = (
             [(b"authorization", f"Bearer {api_keys[0]}".encode())] if api_keys else []
         )
@@ -107,7 +110,9 @@ class BatchRoutes:
         check_every_s = S3_CHECK_EVERY_S if store.shared else CHECK_EVERY_S
         run = RunSettings(settings.priority, LEASE_S, check_every_s)
         scope = self.scope or base_scope({})
-        runtime = Runtime(store, self.pipeline, scope, self.headers, self.window, run, runner_id())
+        runtime = Runtime(
+            store, self.pipeline, scope, self.headers, self.window, run, runner_id(), self.stops
+        )
         self.scheduler = Scheduler(runtime, settings.max_concurrent)
         self.scheduler.start()
         return self.scheduler

@@ -36,6 +36,7 @@ from handler.batches.results import Results, Tallies
 from handler.batches.s3.store import S3Store
 from handler.batches.store import Batch, Claim, Store, StoredFile
 from handler.batches.window import BatchWindow
+from handler.lifecycle import StopRequests
 from handler.logs import logger
 from handler.records import asgi_call
 from handler.records.batch_lines import Outcome, Validation, outcome, validate
@@ -83,6 +84,7 @@ class Runtime:
     window: BatchWindow
     settings: RunSettings
     owner: str
+    stops: StopRequests
 
     async def call(self, method: str, path: str) -> asgi_call.Reply:
         return await asgi_call.call(
@@ -177,7 +179,7 @@ class BatchRun:
         """The models this server serves (the base model and its adapters), from /v1/models."""
         reply = await self.runtime.call("GET", "/v1/models")
         if reply.status != 200:
-            return []
+            raise RunEnded(f"/v1/models answered {reply.status}; the batch is checked later")
         return [item["id"] for item in json.loads(reply.body).get("data", [])]
 
     async def fail(self, errors: list[dict[str, Any]]) -> None:
@@ -329,10 +331,12 @@ class BatchRun:
     async def answer(
         self, context: RecordContext, raw: bytes, number: int
     ) -> tuple[bytes, Outcome]:
-        """The line's result. An engine 5xx is not an answer while the engine is down (the
-        server is stopping or broken): the run ends and the line runs again on resume. A line
-        the engine aborted (vLLM aborts every running request when it shuts down) is never an
-        answer: it is tried again, and if the engine keeps aborting, the run ends."""
+        """The line's result. A server error (an engine 5xx, a route that raised) is not an
+        answer while the server is stopping (SIGTERM: vLLM stops its engine first and fails
+        every request until it exits) or its engine is down: the run ends and the line runs
+        again on resume. A line the engine aborted (vLLM aborts every running request when it
+        shuts down) is never an answer: it is tried again, and if the engine keeps aborting,
+        the run ends."""
         for attempt in range(RETRIES + 1):
             line = await self.runtime.pipeline.record(context, raw, number)
             result = outcome(line)
@@ -340,6 +344,8 @@ class BatchRun:
                 break
             if (result.status_code or 0) < 500 and not result.aborted:
                 break
+            if self.runtime.stops.requested:
+                raise RunEnded("the server is stopping; the batch resumes at the next start")
             health = await self.runtime.call("GET", "/health")
             if health.status != 200:
                 raise RunEnded("the engine is not healthy; the batch resumes when it is")

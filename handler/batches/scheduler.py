@@ -6,7 +6,8 @@ oldest unfinished one, and `max_running` also bounds the batches running across 
 sharing the store. With the S3 store it is a batch to validate, a chunk of a running batch, or a
 batch whose chunks are all done (`handler.batches.s3.store`). It looks again when a batch is
 created here, when one of its runs ends, and every POLL_S (work created by another process or
-replica, leases of one that died). A run's lease is given back when it ends. At shutdown its
+replica, leases of one that died), and claims nothing more once a stop (SIGTERM) is asked for.
+A run's lease is given back when it ends. At shutdown its
 runs stop without writing anything more and their leases are released, so the next start (or
 another replica) resumes them at once: a SIGTERM never cancels a batch.
 """
@@ -51,7 +52,7 @@ class Scheduler:
         )
         while True:
             claim = None
-            if len(self.runs) < self.max_running:
+            if len(self.runs) < self.max_running and not self.runtime.stops.requested:
                 try:
                     claim = await asyncio.to_thread(store.claim, owner, lease_s, self.max_running)
                 except Exception as error:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from handler.records import kinds
-from handler.records.errors import RequestError
+from handler.records.errors import INTERNAL_ERROR, RequestError
 
 MAX_LINES = 50_000
 # A refused model's error lists at most this many of the names served.
@@ -265,11 +265,14 @@ def outcome(line: bytes) -> Outcome:
     succeeded = error is None and isinstance(response, dict) and response.get("status_code") == 200
     body = response.get("body") if isinstance(response, dict) else None
     usage = body.get("usage") if isinstance(body, dict) else None
-    number = None
-    if isinstance(error, dict):
+    number, status = None, None
+    if isinstance(response, dict):
+        status = response.get("status_code")
+    elif isinstance(error, dict):
         match = LINE_PREFIX.match(str(error.get("message", "")))
         number = int(match.group(1)) if match else None
-    status = response.get("status_code") if isinstance(response, dict) else None
+        # A route that raised instead of answering is a server error, not the line's answer.
+        status = 500 if error.get("code") == INTERNAL_ERROR else None
     return Outcome(
         value.get("custom_id"),
         number,

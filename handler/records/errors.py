@@ -17,6 +17,10 @@ _TYPES = {
 }
 
 
+# The code of a record whose route raised instead of answering (the engine stopping, a bug).
+INTERNAL_ERROR = "internal_error"
+
+
 @dataclass(frozen=True)
 class RequestError(Exception):
     """A request or record the handler refuses, with the HTTP status it deserves."""

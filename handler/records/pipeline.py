@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Scope
 from handler.logs import logger
 from handler.records import asgi_call, formats, json_record, kinds, routing
 from handler.records.context import RecordContext
-from handler.records.errors import RequestError
+from handler.records.errors import INTERNAL_ERROR, RequestError
 from handler.records.routing import BatchLineError, Target
 
 JSON_MEDIA = b"application/json"
@@ -145,7 +145,7 @@ def _aborted(reply: asgi_call.Reply) -> bool:
 
 
 def _internal(message: str) -> RequestError:
-    return RequestError(500, f"internal error: {message}", "internal_error")
+    return RequestError(500, f"internal error: {message}", INTERNAL_ERROR)
 
 
 def _failed(target: Target, error: RequestError) -> bytes:
