@@ -10,6 +10,10 @@ p50/p95/p99 against the same traffic on the idle server, and the batch's lines/s
 batch alone.
 
     .venv/bin/python -m benchmarks.live_first [--lines 3000] [--rates 0.5 2 8] [--windows 8 32 128]
+        [--servers controller ...] [--ways /v1/batches ...]
+
+`--servers` and `--ways` keep only the named servers and ways of running the batch (a shorter
+run, e.g. to compare two versions of the controller).
 """
 
 import argparse
@@ -39,6 +43,7 @@ JSON = {"Content-Type": "application/json"}
 BATCH_TOKENS = 32
 WARM_UP_LINES = 300
 CURVE_RATE = 2.0
+WAYS = ("/v1/batches", "batch --endpoint")
 
 
 @dataclass
@@ -148,7 +153,7 @@ class Setup:
 def setups(args: argparse.Namespace) -> dict[str, Setup]:
     """The controller (the default) and no yield, at every rate both ways; then fixed windows
     without yield at 2 requests/s (the trade-off curve the controller moves on)."""
-    both = ("/v1/batches", "batch --endpoint")
+    both = WAYS
     no_yield = {"SAGEMAKER_BATCH_YIELD": "false"}
     found = {
         "controller": Setup({}, args.rates, both),
@@ -157,7 +162,11 @@ def setups(args: argparse.Namespace) -> dict[str, Setup]:
     for window in args.windows:
         inflight = {**no_yield, "SAGEMAKER_BATCH_MAX_INFLIGHT": str(window)}
         found[f"window {window}"] = Setup(inflight, [CURVE_RATE], ("/v1/batches",))
-    return found
+    return {
+        name: Setup(setup.env, setup.rates, tuple(w for w in setup.ways if w in args.ways))
+        for name, setup in found.items()
+        if args.servers is None or name in args.servers
+    }
 
 
 def report(
@@ -176,6 +185,8 @@ def main() -> None:
     parser.add_argument("--rates", type=float, nargs="+", default=[0.5, 2.0, 8.0])
     parser.add_argument("--windows", type=int, nargs="*", default=[8, 32, 128])
     parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--servers", nargs="+", help="e.g. controller 'no yield' 'window 8'")
+    parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

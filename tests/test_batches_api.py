@@ -332,7 +332,9 @@ def test_two_api_servers_run_each_batch_once(platform_server: Server) -> None:
         output = lines_of(sdk, done.output_file_id)
         assert sorted(line["custom_id"] for line in output) == sorted(f"p{i}" for i in range(40))
     log = platform_server.log_path.read_text()
-    assert all(log.count(f"batch {batch_id}: running") == 1 for batch_id in batches)
+    for batch_id in batches:
+        assert log.count(f"batch {batch_id}: validate") == 1
+        assert log.count(f"batch {batch_id}: lines") == 1
 
 
 def test_the_window_expires_a_batch_keeping_what_finished(batch_server: Server) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from handler.batches import admission, batch_object
 from handler.batches.batches_api import cancelled
-from handler.batches.store import Claim, Store, StoredFile
+from handler.batches.store import Claim, Store, StoredFile, Work
 from handler.batches.window import BatchWindow
 from handler.records.batch_lines import MAX_LINES, validate
 from handler.records.errors import RequestError
@@ -220,6 +220,24 @@ def test_no_more_than_max_running_batches_are_claimed(tmp_path: Path) -> None:
     assert first is not None
     store.release(first)
     assert claimed(store.claim("q", 15, 2, now=100)) == "batch_a"
+
+
+@pytest.mark.parametrize(
+    ("status", "work"),
+    [
+        ("validating", Work.VALIDATE),
+        ("in_progress", Work.LINES),
+        ("finalizing", Work.LINES),
+        ("cancelling", Work.LINES),
+    ],
+)
+def test_a_batch_is_validated_then_its_lines_run_whole(
+    tmp_path: Path, status: str, work: Work
+) -> None:
+    store = Store(str(tmp_path))
+    store.add_batch(batch("batch_a", status))
+    claim = store.claim("p", 15, 1)
+    assert claim is not None and (claim.work, claim.part) == (work, None)
 
 
 def test_final_batches_are_never_claimed(tmp_path: Path) -> None:

@@ -165,6 +165,42 @@ def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Serv
     assert done.request_counts.completed + done.request_counts.failed == 60
 
 
+def expire_now(batch_id: str) -> None:
+    """End the batch's completion window now, as time would (a 24 h window cannot pass in a
+    test): its object in S3, changed with If-Match as the replicas change it (read again when
+    one of them wrote first)."""
+    s3 = boto3.client("s3")
+    key = f"store/batches/{batch_id}/batch.json"
+    for _ in range(10):
+        found = s3.get_object(Bucket=REPLICA_BUCKET, Key=key)
+        record = json.load(found["Body"])
+        record["batch"]["expires_at"] = int(time.time()) - 1
+        body = json.dumps(record).encode()
+        with contextlib.suppress(s3.exceptions.ClientError):
+            s3.put_object(Bucket=REPLICA_BUCKET, Key=key, Body=body, IfMatch=found["ETag"])
+            return
+    raise AssertionError(f"{key} kept changing")
+
+
+def test_an_expired_window_stops_the_batch_on_all_replicas(replicas: list[Server]) -> None:
+    """Three of the six chunks are held (engines frozen) when the window ends: the held ones
+    stop or finish, and the other three are answered `batch_expired` without the engine."""
+    a, b, c = replicas
+    ids = [f"x{i}" for i in range(60)]
+    with all_paused(replicas):
+        batch = create(a, upload(a, ids))
+        wait_for_owners(batch.id, 3)
+        expire_now(batch.id)
+    done = wait(b, batch.id, ("expired",), timeout=120)
+    assert done.expired_at is not None
+    assert answered(c, done) == Counter(ids)
+    errors = lines_of(client(c), done.error_file_id)
+    assert len(errors) >= 30
+    assert {line["error"]["code"] for line in errors} == {"batch_expired"}
+    assert done.request_counts is not None
+    assert done.request_counts.completed + done.request_counts.failed == 60
+
+
 UNCHANGED: list[Callable[[Server], None]] = [
     test_batches_api.test_round_trip_with_lines_the_engine_refuses,
     test_batches_api.test_a_finished_batch_cannot_be_cancelled_and_is_not_retried,

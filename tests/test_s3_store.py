@@ -12,7 +12,7 @@ from handler.batches.batch_object import zero_usage
 from handler.batches.chunking import Part, cut, measured
 from handler.batches.s3.chunks import Chunks
 from handler.batches.s3.store import S3Store
-from handler.batches.store import StoredFile, StoreUnavailable
+from handler.batches.store import StoredFile, StoreUnavailable, Work
 from handler.records.jsonlines import iter_records
 from tests.servers import free_port
 
@@ -135,18 +135,19 @@ def test_work_is_claimed_validation_then_chunks_then_assembly(store: S3Store) ->
     store.add_batch(batch("batch_w"))
     validation = store.claim("a", 30, 4)
     assert validation is not None and validation.part is None
+    assert validation.work is Work.VALIDATE
     assert store.claim("b", 30, 4) is None
-    parts = cut([10, 10, 10, 10, 10], 2)
-    store.add_plan("batch_w", parts)
+    store.add_plan("batch_w", [10, 10, 10, 10, 10])
     store.change_batch("batch_w", lambda b: {**b, "status": "in_progress"}, "a")
     store.release(validation)
 
     claims = [store.claim(owner, 30, 4) for owner in ("a", "b", "a")]
     assert sorted(c.part.index for c in claims if c and c.part) == [0, 1, 2]
+    assert {c.work for c in claims if c} == {Work.LINES}
     assert store.claim("b", 30, 4) is None
     for claim in reversed(claims):
         assert claim is not None and claim.part is not None
-        directory = store.results_dir("batch_w", claim.part)
+        directory = store.results_dir(claim)
         directory.mkdir(parents=True)
         files = {}
         for kind in ("output", "errors"):
@@ -157,7 +158,7 @@ def test_work_is_claimed_validation_then_chunks_then_assembly(store: S3Store) ->
     counted = store.batch("batch_w")
     assert counted["request_counts"]["completed"] == 3 and counted["usage"]["input_tokens"] == 6
     assembly = store.claim("b", 30, 4)
-    assert assembly is not None and assembly.part is None
+    assert assembly is not None and assembly.part is None and assembly.work is Work.ASSEMBLE
     stored = StoredFile("file-w-output", 0, 1, "w.jsonl", "batch_output", None)
     assembled = store.assemble("batch_w", "output", stored)
     assert store.open_body(assembled.id).read() == b"output 0\noutput 1\noutput 2\n"

@@ -30,9 +30,6 @@ PREFIXES = (files_api.PREFIX, batches_api.PREFIX)
 # (`api_base: http://host:8000`), then probes `{api_base}/files` and sends its OpenAI client there.
 VERSION = "/v1"
 LEASE_S = 15.0
-CHECK_EVERY_S = 0.5
-# In S3 every check is a request (a lease renewal and a read of the batch), paid per chunk run.
-S3_CHECK_EVERY_S = 2.0
 
 
 def canonical(path: str) -> str | None:
@@ -107,8 +104,7 @@ class BatchRoutes:
 
     def _scheduler(self, store: Store | S3Store) -> Scheduler:
         settings = self.settings
-        check_every_s = S3_CHECK_EVERY_S if store.shared else CHECK_EVERY_S
-        run = RunSettings(settings.priority, LEASE_S, check_every_s)
+        run = RunSettings(settings.priority, LEASE_S, store.check_every_s)
         scope = self.scope or base_scope({})
         runtime = Runtime(
             store, self.pipeline, scope, self.headers, self.window, run, runner_id(), self.stops

@@ -1,6 +1,6 @@
-"""Runs the batch work this process has claimed, from wherever the batch stands: a whole batch
-(the embedded store), or in a shared S3 store its validation, one chunk of its lines, or the
-assembly of its chunks' results once all are done.
+"""Runs the batch work this process has claimed (`Claim.work`), from wherever the batch stands:
+its validation, its lines (the whole batch's in the embedded store, one chunk's in the shared S3
+store), or in the S3 store the assembly of its chunks' results once all are done.
 
 - `validating`: the input file is checked with the project's batch-line rules
   (`handler.records.batch_lines.validate`, every bad line listed) and the batch is `failed` or
@@ -25,16 +25,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from starlette.types import Scope
 
 from handler.batches import admission, metrics
 from handler.batches.batch_object import add_usage
-from handler.batches.chunking import cut, measured
+from handler.batches.chunking import measured
 from handler.batches.results import Results, Tallies
 from handler.batches.s3.store import S3Store
-from handler.batches.store import Batch, Claim, Store, StoredFile
+from handler.batches.store import Batch, Claim, Store, StoredFile, Work
 from handler.batches.window import BatchWindow
 from handler.lifecycle import StopRequests
 from handler.logs import logger
@@ -93,8 +93,8 @@ class Runtime:
 
 
 class BatchRun:
-    """One claim's work: a whole batch (the embedded store), or in a shared store the
-    validation of a batch, one chunk of it, or its final assembly once every chunk is done."""
+    """One claim's work: the validation of a batch, its lines (all of them, or one chunk's),
+    or its final assembly once every chunk is done."""
 
     def __init__(self, runtime: Runtime, claim: Claim) -> None:
         self.runtime = runtime
@@ -104,16 +104,13 @@ class BatchRun:
         self.batch = claim.batch
 
     async def run(self) -> None:
-        if self.claim.part is not None:
+        work = self.claim.work
+        if work is Work.VALIDATE:
+            await self.validate()
+        elif work is Work.LINES:
             await self.execute()
-        elif self.store.shared:
-            planned = await asyncio.to_thread(self.store.plan, self.id)
-            if self.batch["status"] == "validating" or planned is None:
-                await self.validate()
-            else:
-                await self.assemble()
-        elif self.batch["status"] != "validating" or await self.validate():
-            await self.execute()
+        else:
+            await self.assemble()
 
     async def _change(self, change: Callable[[Batch], Batch | None]) -> Batch:
         changed = await asyncio.to_thread(
@@ -137,22 +134,20 @@ class BatchRun:
             await self.fail([error])
         return stored
 
-    async def validate(self) -> bool:
-        """Check the whole input file; True when the batch may run."""
+    async def validate(self) -> None:
+        """Check the whole input file: the batch runs (its lines are claimed next, as the
+        store plans them) or fails."""
         stored = await self.input_file()
         if stored is None:
-            return False
+            return
         served = await self.runtime.pipeline.served(self.runtime.scope, self.runtime.headers)
         models = await self.models()
         lengths: list[int] = []
         found = await asyncio.to_thread(self._checked, stored.id, served, models, lengths)
         if found.errors:
             await self.fail(found.errors)
-            return False
-        if self.store.shared:
-            await asyncio.to_thread(
-                self.store.add_plan, self.id, cut(lengths, self.store.chunk_lines)
-            )
+            return
+        await asyncio.to_thread(self.store.add_plan, self.id, lengths)
         now = int(time.time())
 
         def start(batch: Batch) -> Batch:
@@ -164,7 +159,6 @@ class BatchRun:
             return batch
 
         await self._change(start)
-        return True
 
     def _checked(
         self, file_id: str, served: frozenset[str], models: list[str], lengths: list[int]
@@ -189,27 +183,17 @@ class BatchRun:
             batch.update(status="failed", failed_at=now, errors={"object": "list", "data": errors})
             return batch
 
-        if self.store.shared:
-            await asyncio.to_thread(self.store.change_batch, self.id, failed, self._batch_owner())
-        else:
-            await asyncio.to_thread(
-                self.store.finish_batch, self.id, self.runtime.owner, [], failed
-            )
+        await asyncio.to_thread(self.store.fail_batch, self.id, self._batch_owner(), failed)
 
     def _batch_owner(self) -> str | None:
         """Who must hold the batch for this run to change it: nobody for a chunk's run, whose
         changes (counts, a failure) are merged with If-Match."""
         return None if self.claim.part is not None else self.runtime.owner
 
-    def _results_dir(self) -> Path:
-        if self.claim.part is None:
-            return self.store.batch_dir(self.id)
-        return self.store.results_dir(self.id, self.claim.part)
-
     async def execute(self) -> None:
         if await self.input_file() is None:
             return
-        results = Results(self._results_dir())
+        results = Results(self.store.results_dir(self.claim))
         await asyncio.to_thread(results.open)
         stop = Stop()
         if self.batch["status"] == "cancelling":
@@ -236,16 +220,10 @@ class BatchRun:
         finally:
             results.close()
 
-    def _input(self) -> IO[bytes]:
-        """The input lines this run answers: the whole file, or its chunk's byte range."""
-        if self.claim.part is None:
-            return self.store.open_body(self.batch["input_file_id"])
-        return self.store.open_body(self.batch["input_file_id"], self.claim.part)
-
     def pending(self, answered: set[str]) -> Iterator[tuple[int, bytes]]:
         """The input's request lines not answered yet, with their line numbers."""
         first = 1 if self.claim.part is None else self.claim.part.first_line
-        with self._input() as source:
+        with self.store.open_body(self.batch["input_file_id"], self.claim.part) as source:
             for number, raw in enumerate(iter_records(source), start=first):
                 if raw.strip() and json.loads(raw)["custom_id"] not in answered:
                     yield number, raw

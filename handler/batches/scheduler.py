@@ -73,7 +73,7 @@ class Scheduler:
         label = _label(claim)
         run = BatchRun(self.runtime, claim)
         try:
-            logger.info("batch %s: running (%s)", label, claim.batch["status"])
+            logger.info("batch %s: %s (%s)", label, claim.work.value, claim.batch["status"])
             await run.run()
             logger.info("batch %s: done", label)
         except* RunEnded as ended:

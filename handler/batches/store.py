@@ -4,8 +4,9 @@ Everything that must survive a crash goes through `Store`: rows change only insi
 and a file's row is written only after its body is complete on disk, so a crash leaves either
 the whole file or nothing. SQLite in WAL mode with a busy timeout lets the API-server processes
 of a container share one store. The other backend, `handler.batches.s3.store.S3Store`, offers
-the same file, batch and claim methods over S3, for replicas sharing one bucket; where the work
-differs (a whole batch here, chunks there), the runner asks `shared`.
+the same file, batch and claim methods over S3, for replicas sharing one bucket. Where the work
+differs (a whole batch here, chunks there), the store says so through its claims (`Work`) and
+its own `add_plan`, `results_dir` and `fail_batch`; the runner asks nothing else.
 
 A batch row holds the Batch object as the API shows it, plus the lease of the runner that owns
 it: a runner claims a batch only when nobody holds a live lease on it, renews the lease while it
@@ -22,6 +23,7 @@ Layout under the store directory (SAGEMAKER_BATCH_STORE):
 """
 
 import contextlib
+import enum
 import json
 import os
 import sqlite3
@@ -80,12 +82,21 @@ class StoredFile:
     expires_at: int | None
 
 
+class Work(enum.Enum):
+    """What a claim asks its runner to do."""
+
+    VALIDATE = "validate"  # check the input file; the batch runs or fails
+    LINES = "lines"  # answer the lines: the whole batch's, or one chunk's
+    ASSEMBLE = "assemble"  # every chunk is finished: join their results, give the final status
+
+
 @dataclass(frozen=True)
 class Claim:
-    """Work a runner holds: a whole batch, or one chunk of it (`part`, in a shared store)."""
+    """Work a runner holds: on a whole batch, or one chunk of it (`part`, in a shared store)."""
 
     batch: Batch
     owner: str
+    work: Work
     part: Part | None = None
 
 
@@ -98,7 +109,8 @@ class Page:
 class Store:
     """The embedded store: one container's processes share it; a batch runs whole."""
 
-    shared = False
+    # How often a run renews its lease, publishes its counts and looks for a cancel.
+    check_every_s = 0.5
 
     def __init__(self, root: str) -> None:
         self.root = Path(root)
@@ -145,7 +157,10 @@ class Store:
     def partial_path(self, file_id: str) -> Path:
         return self.files_dir / f"{file_id}.partial"
 
-    def open_body(self, file_id: str) -> IO[bytes]:
+    def open_body(self, file_id: str, part: Part | None = None) -> IO[bytes]:
+        """A file's bytes. Batches run whole here: there is no chunk (`part`) to read alone."""
+        if part is not None:
+            raise StoreError("the embedded store runs batches whole, not in chunks")
         return self.body_path(file_id).open("rb")
 
     def add_file(self, stored: StoredFile) -> None:
@@ -289,7 +304,9 @@ class Store:
                 "UPDATE batches SET owner = ?, lease_until = ? WHERE id = ?",
                 (owner, moment + lease_s, row["id"]),
             )
-            return Claim(json.loads(row["object"]), owner)
+            batch = json.loads(row["object"])
+            work = Work.VALIDATE if batch["status"] == "validating" else Work.LINES
+            return Claim(batch, owner, work)
 
     def renew(self, claim: Claim, lease_s: float) -> Claim | None:
         """Extend the runner's lease; None when the batch is no longer its own."""
@@ -307,6 +324,22 @@ class Store:
                 "UPDATE batches SET owner = NULL, lease_until = 0 WHERE id = ? AND owner = ?",
                 (claim.batch["id"], claim.owner),
             )
+
+    def add_plan(self, batch_id: str, lengths: list[int]) -> None:
+        """How a validated batch's lines are run: here whole, by one runner, so there is
+        nothing to write."""
+
+    def results_dir(self, claim: Claim) -> Path:
+        """Where the claim's run appends its results: beside the batch, so a new run resumes."""
+        return self.batch_dir(claim.batch["id"])
+
+    def fail_batch(
+        self, batch_id: str, owner: str | None, change: Callable[[Batch], Batch]
+    ) -> Batch | None:
+        """Give the batch its failure (`change`) and release it, if `owner` holds it."""
+        if owner is None:
+            return None
+        return self.finish_batch(batch_id, owner, [], change)
 
     def finish_batch(
         self,

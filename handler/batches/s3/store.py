@@ -34,11 +34,11 @@ from typing import IO, Any
 
 from handler.batches import leases
 from handler.batches.batch_object import add_usage
-from handler.batches.chunking import Part
+from handler.batches.chunking import Part, cut
 from handler.batches.leases import Lease
 from handler.batches.s3.chunks import KINDS, Chunks
 from handler.batches.s3.objects import Bucket, Conflict
-from handler.batches.store import UNFINISHED, Batch, Claim, Page, StoredFile, StoreError
+from handler.batches.store import UNFINISHED, Batch, Claim, Page, StoredFile, StoreError, Work
 from handler.config import DEFAULT_CHUNK_LINES
 
 INDEX_DIGITS = 20
@@ -49,7 +49,8 @@ CAS_ATTEMPTS = 20
 class S3Store:
     """The same methods as `handler.batches.store.Store`, over S3."""
 
-    shared = True
+    # Every check is S3 requests (a lease renewal, a read of the batch), paid per chunk run.
+    check_every_s = 2.0
 
     def __init__(
         self, uri: str, staging: str | None = None, chunk_lines: int = DEFAULT_CHUNK_LINES
@@ -186,9 +187,14 @@ class S3Store:
 
     def claim(self, owner: str, lease_s: float, max_running: int) -> Claim | None:
         """The first piece of work nobody holds, oldest batch first: a batch to validate, a
-        chunk to run, or a batch whose chunks are all finished."""
-        for key in self.bucket.keys("active/"):
-            claim = self._claim_in(_named(key), owner, lease_s)
+        chunk to run, or a batch whose chunks are all finished. Plans of batches no longer
+        active are forgotten."""
+        active = [_named(key) for key in self.bucket.keys("active/")]
+        self._plans = {
+            batch_id: self._plans[batch_id] for batch_id in active if batch_id in self._plans
+        }
+        for batch_id in active:
+            claim = self._claim_in(batch_id, owner, lease_s)
             if claim is not None:
                 return claim
         return None
@@ -198,11 +204,9 @@ class S3Store:
         if found is None or found.value["batch"]["status"] not in UNFINISHED:
             return None
         batch = found.value["batch"]
-        if batch["status"] == "validating":
-            return self._claim_batch(batch_id, owner, lease_s)
-        plan = self.plan(batch_id)
+        plan = None if batch["status"] == "validating" else self.plan(batch_id)
         if plan is None:
-            return self._claim_batch(batch_id, owner, lease_s)
+            return self._claim_batch(batch_id, owner, lease_s, Work.VALIDATE)
         chunks = Chunks(self.bucket, batch_id)
         survey = chunks.survey()
         now = time.time()
@@ -211,12 +215,12 @@ class S3Store:
                 continue
             held = chunks.claim(part.index, owner, lease_s)
             if held is not None:
-                return Claim(batch, owner, Part(**part.to_json(), lease=held))
+                return Claim(batch, owner, Work.LINES, Part(**part.to_json(), lease=held))
         if len(survey.finished) == len(plan):
-            return self._claim_batch(batch_id, owner, lease_s)
+            return self._claim_batch(batch_id, owner, lease_s, Work.ASSEMBLE)
         return None
 
-    def _claim_batch(self, batch_id: str, owner: str, lease_s: float) -> Claim | None:
+    def _claim_batch(self, batch_id: str, owner: str, lease_s: float, work: Work) -> Claim | None:
         now = time.time()
         found = self.bucket.get_json(self._batch_key(batch_id))
         if found is None:
@@ -229,14 +233,15 @@ class S3Store:
             self.bucket.replace_json(self._batch_key(batch_id), record, found.etag)
         except Conflict:
             return None
-        return Claim(record["batch"], owner)
+        return Claim(record["batch"], owner, work)
 
     def renew(self, claim: Claim, lease_s: float) -> Claim | None:
         if claim.part is not None:
             held = Chunks(self.bucket, claim.batch["id"]).renew(claim.part.lease, lease_s)
             if held is None:
                 return None
-            return Claim(claim.batch, claim.owner, Part(**claim.part.to_json(), lease=held))
+            part = Part(**claim.part.to_json(), lease=held)
+            return Claim(claim.batch, claim.owner, claim.work, part)
         now = time.time()
         for _ in range(CAS_ATTEMPTS):
             found = self.bucket.get_json(self._batch_key(claim.batch["id"]))
@@ -283,16 +288,29 @@ class S3Store:
             self._plans[batch_id] = [Part(**part) for part in found.value["parts"]]
         return self._plans[batch_id]
 
-    def add_plan(self, batch_id: str, parts: list[Part]) -> None:
-        """Write the batch's chunks once; a second writer's plan is the same and is dropped."""
+    def add_plan(self, batch_id: str, lengths: list[int]) -> None:
+        """Cut a validated batch, whose physical lines have `lengths`, into chunks of
+        `chunk_lines` and write them once; a second writer's plan is the same and is dropped."""
+        parts = cut(lengths, self.chunk_lines)
         with contextlib.suppress(Conflict):
             self.bucket.create_json(
                 f"batches/{batch_id}/plan.json", {"parts": [part.to_json() for part in parts]}
             )
 
-    def results_dir(self, batch_id: str, part: Part) -> Path:
+    def results_dir(self, claim: Claim) -> Path:
         """Where a chunk run writes its results before they go to S3: its own (by epoch)."""
-        return self.staging / "batches" / batch_id / f"{part.index}-{part.lease.lease.epoch}"
+        part = claim.part
+        if part is None:
+            raise StoreError("only a chunk's run writes results in the S3 store")
+        return (
+            self.staging / "batches" / claim.batch["id"] / f"{part.index}-{part.lease.lease.epoch}"
+        )
+
+    def fail_batch(
+        self, batch_id: str, owner: str | None, change: Callable[[Batch], Batch]
+    ) -> Batch | None:
+        """Give the batch its failure (`change`); the claim's lease goes when its run ends."""
+        return self.change_batch(batch_id, change, owner)
 
     def finish_part(
         self, batch_id: str, part: Part, files: dict[str, Path], tallies: dict[str, Any]
