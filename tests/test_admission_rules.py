@@ -1,6 +1,8 @@
 """The batch admission rules (handler.batches.admission), with no engine: shrink at once when
 live requests suffer, grow back gradually, the whole window after a quiet spell."""
 
+import math
+
 import pytest
 
 from handler.batches import admission
@@ -93,7 +95,24 @@ def test_the_baseline_is_learned_only_while_no_batch_runs() -> None:
     assert state.baseline_s == pytest.approx(0.04)
     busy = admission.observe(state, S, 1.0, batch_running=True, now=1.0)
     assert busy.baseline_s == pytest.approx(0.04)
-    assert busy.recent_s == pytest.approx(0.8 * 0.04 + 0.2 * 1.0)
+    weight = 1 - math.exp(-1.0 / admission.RECENT_S)
+    assert busy.recent_s == pytest.approx((1 - weight) * 0.04 + weight * 1.0)
+
+
+@pytest.mark.parametrize(
+    ("gap_s", "window"),
+    [
+        # 8 requests/s: one fast request after a slow spell does not undo it; still halves
+        (0.125, 32),
+        # half a request/s: the request two seconds later is most of what is known; it meets
+        # the target and the window is kept
+        (2.0, 64),
+    ],
+)
+def test_recent_latency_is_a_mean_over_time_not_over_requests(gap_s: float, window: int) -> None:
+    slow = State(window=64, baseline_s=0.05, recent_s=0.3, sampled_at=10.0, reason="grow")
+    after = admission.observe(slow, S, 0.06, batch_running=True, now=10.0 + gap_s)
+    assert after.window == window
 
 
 def test_a_fixed_target_replaces_the_learned_baseline() -> None:
@@ -163,6 +182,24 @@ def test_a_fixed_target_replaces_the_learned_baseline() -> None:
         ),
         # no target known yet (no SLO, no live request seen while no batch ran): held
         (State(window=4, reason="shrink", changed_at=0.0), 1, 0.0, 9.0, 4, "shrink"),
+        # live suffered, but no live request for stale_s: nothing suffers now, it grows
+        (
+            State(window=4, baseline_s=0.05, recent_s=0.2, reason="shrink", changed_at=0.0),
+            0,
+            0.5,
+            1.5,
+            6,
+            "grow",
+        ),
+        # ... and not before stale_s
+        (
+            State(window=4, baseline_s=0.05, recent_s=0.2, reason="shrink", changed_at=0.0),
+            0,
+            0.8,
+            1.5,
+            4,
+            "shrink",
+        ),
         # already quiet and full: unchanged (changed_at kept)
         (State(window=256, reason="quiet", changed_at=1.0), 0, 0.0, 9.0, 256, "quiet"),
     ],

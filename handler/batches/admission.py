@@ -3,12 +3,15 @@
 The batch window is driven by what live requests measure, not by a fixed fraction:
 
 - live latency is compared with a baseline learned while no batch work ran (an exponentially
-  weighted mean of the same measure), or with `slo_s` when a target is set;
+  weighted mean of the same measure), or with `slo_s` when a target is set. The recent latency
+  is a mean over time, not over requests (`RECENT_S`): at half a request per second, one slow
+  request weighed on the next five and kept the window shut for ten seconds;
 - a live request arriving caps the window at `under_live` (a sixteenth) before it can suffer;
 - the window halves at once when live requests run slower than `slo_ratio` times the baseline
   (at most once per `shrink_every_s`, so one slow spell does not empty it);
-- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target, up
-  to `under_live` (with no target known yet, it holds);
+- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target, or
+  once no live request has been seen for `stale_s` (no request is suffering), up to
+  `under_live` (with no target known yet and live traffic fresh, it holds);
 - after `quiet_s` without any live request the batch gets the whole window;
 - running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
   (`to_preempt`), a few at a time: short lines finish on their own, long ones give way.
@@ -16,10 +19,14 @@ The batch window is driven by what live requests measure, not by a fixed fractio
 `State.reason` says why the window last changed, for the log line and the metrics.
 """
 
+import math
 from dataclasses import dataclass, replace
 
-# Weight of a new latency sample in the moving averages.
+# Weight of a new latency sample in the baseline (learned while no batch runs).
 SMOOTHING = 0.2
+# Time constant of the recent live latency: a sample weighs 1 - exp(-gap / RECENT_S), where gap
+# is the time since the previous one (0.12 at 8 requests/s, 0.86 at 0.5 requests/s).
+RECENT_S = 1.0
 # At most this many running lines are preempted per look (every 0.1 s), and only once the window
 # has been exceeded this long: preempting every line beyond a shrunken window at once (32-token
 # lines that would have finished within a second) cost the batch 2/3 of its throughput and
@@ -36,6 +43,7 @@ class Settings:
     quiet_s: float = 10.0
     grow_every_s: float = 0.5
     shrink_every_s: float = 0.5
+    stale_s: float = 1.0
     floor: int = 1
 
     @property
@@ -53,6 +61,7 @@ class State:
     window: int
     baseline_s: float | None = None
     recent_s: float | None = None
+    sampled_at: float = float("-inf")
     changed_at: float = float("-inf")
     reason: str = "quiet"
 
@@ -67,8 +76,13 @@ def initial(settings: Settings) -> State:
     return State(window=settings.full)
 
 
-def _mean(previous: float | None, sample: float) -> float:
-    return sample if previous is None else (1 - SMOOTHING) * previous + SMOOTHING * sample
+def _mean(previous: float | None, sample: float, weight: float = SMOOTHING) -> float:
+    return sample if previous is None else (1 - weight) * previous + weight * sample
+
+
+def _recent(state: State, sample: float, now: float) -> float:
+    """The recent live latency with `sample` taken in, weighted by the time since the last."""
+    return _mean(state.recent_s, sample, 1 - math.exp(-(now - state.sampled_at) / RECENT_S))
 
 
 def live_arrived(state: State, settings: Settings, now: float) -> State:
@@ -83,7 +97,8 @@ def observe(
 ) -> State:
     """A live request's latency: learn the baseline while no batch ran, shrink when slow."""
     baseline = state.baseline_s if batch_running else _mean(state.baseline_s, latency_s)
-    state = replace(state, baseline_s=baseline, recent_s=_mean(state.recent_s, latency_s))
+    recent = _recent(state, latency_s, now)
+    state = replace(state, baseline_s=baseline, recent_s=recent, sampled_at=now)
     target = state.target_s(settings)
     slow = target is not None and state.recent_s is not None and state.recent_s > target
     if not slow or state.window <= settings.floor:
@@ -97,14 +112,18 @@ def observe(
 def tick(
     state: State, settings: Settings, live_in_flight: int, last_live_s: float, now: float
 ) -> State:
-    """Time passed: a quiet spell gives the whole window; meeting the target grows it, up to
-    `under_live` (a live arrival would cap anything above that again, and preempt what grew)."""
-    if live_in_flight == 0 and now - last_live_s >= settings.quiet_s:
+    """Time passed: a quiet spell gives the whole window; meeting the target (or no live request
+    for `stale_s`) grows it, up to `under_live` (a live arrival would cap anything above that
+    again, and preempt what grew)."""
+    idle_s = 0.0 if live_in_flight else now - last_live_s
+    if idle_s >= settings.quiet_s:
         if state.reason == "quiet" and state.window == settings.full:
             return state
         return replace(state, window=settings.full, changed_at=now, reason="quiet")
     target = state.target_s(settings)
-    meeting = target is not None and state.recent_s is not None and state.recent_s <= target
+    meeting = idle_s >= settings.stale_s or (
+        target is not None and state.recent_s is not None and state.recent_s <= target
+    )
     if (
         not meeting
         or state.window >= settings.under_live
