@@ -166,15 +166,15 @@ def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Serv
 
 
 def expire_now(batch_id: str) -> None:
-    """End the batch's completion window now, as time would (a 24 h window cannot pass in a
-    test): its object in S3, changed with If-Match as the replicas change it (read again when
-    one of them wrote first)."""
+    """End the batch's completion window, as time would (a 24 h window cannot pass in a test):
+    it ends when the batch was created. Its object in S3 is changed with If-Match as the
+    replicas change it (read again when one of them wrote first)."""
     s3 = boto3.client("s3")
     key = f"store/batches/{batch_id}/batch.json"
     for _ in range(10):
         found = s3.get_object(Bucket=REPLICA_BUCKET, Key=key)
         record = json.load(found["Body"])
-        record["batch"]["expires_at"] = int(time.time()) - 1
+        record["batch"]["expires_at"] = record["batch"]["created_at"]
         body = json.dumps(record).encode()
         with contextlib.suppress(s3.exceptions.ClientError):
             s3.put_object(Bucket=REPLICA_BUCKET, Key=key, Body=body, IfMatch=found["ETag"])

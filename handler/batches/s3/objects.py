@@ -47,12 +47,12 @@ class Versioned:
 
 def parse_uri(uri: str) -> tuple[str, str]:
     """`s3://bucket/a/b` -> ("bucket", "a/b/"): the bucket and the key prefix, ending in "/"."""
-    try:
-        bucket, key = storage.s3_parts(uri) if storage.is_s3(uri) else ("", "")
-    except ValueError:
-        bucket, key = "", ""
-    if not bucket:
+    if not storage.is_s3(uri):
         raise StoreError(f"{uri!r} is not an S3 location: write s3://bucket/prefix/")
+    try:
+        bucket, key = storage.s3_parts(uri)
+    except ValueError as error:
+        raise StoreError(f"{error}: write s3://bucket/prefix/") from None
     prefix = key.strip("/")
     return bucket, prefix + "/" if prefix else ""
 
