@@ -177,8 +177,11 @@ def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, threading.
     `under_live`, and the lines still beyond it after PREEMPT_AFTER_S are preempted (aborted on
     the engine, queued again). The batch's id and the live request's thread."""
     server, batch_id = fill_the_window(durable, count)
+    # The counter keeps what earlier tests on this server preempted: wait for this batch's own.
+    preempted = server.metric(PREEMPTIONS)
     live = live_request(server)
-    wait_metric(server, PREEMPTIONS, IN_FLIGHT - admission.Settings(full=IN_FLIGHT).under_live)
+    under_live = admission.Settings(full=IN_FLIGHT).under_live
+    wait_metric(server, PREEMPTIONS, preempted + IN_FLIGHT - under_live)
     return batch_id, live
 
 
