@@ -14,6 +14,11 @@ MIDDLEWARE = "handler.SageMakerMiddleware"
 # SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
 # TimeoutInSeconds); vLLM gives up on its engine after 600 s unless told otherwise.
 ENGINE_READY_TIMEOUT_S = 3600
+# How long an idle keep-alive connection stays open. vLLM's 5 s equals the pool expiry of common
+# clients (httpx's 5 s); a caller reusing a connection just as the server closes it gets a reset
+# (a request lost with "connection reset by peer"). The server must close last: 75 s outlasts the
+# idle timeouts of the proxies and pools in front of it (60 s is usual), as nginx's default does.
+KEEP_ALIVE_S = 75
 # Object stores vLLM's Run:ai model streamer reads weights from without a download first.
 STREAMED_SCHEMES = ("s3://", "gs://", "az://")
 STREAMER_LOAD_FORMAT = "runai_streamer"
@@ -151,15 +156,18 @@ def api_server_count(args: Sequence[str]) -> int:
 
 def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
     """Variables `serve` adds unless the user set them: vLLM waits for its engine as long as
-    SageMaker waits for /ping; with LoRA on, adapters can be registered at run time
-    (SageMaker's POST /adapters) when there is one API server (vLLM refuses runtime
-    adapters with several, since each process would hold its own); a model streamed from an
-    S3-compatible store at a custom endpoint (AWS_ENDPOINT_URL: MinIO, LocalStack, moto) is
-    addressed path-style, as such stores expect; under priority scheduling, server-side batch
-    lines run at BATCH_PRIORITY (vLLM serves lower values first; real-time requests have 0).
-    `args` are the server's arguments."""
+    SageMaker waits for /ping; idle connections stay open KEEP_ALIVE_S; with LoRA on, adapters
+    can be registered at run time (SageMaker's POST /adapters) when there is one API server
+    (vLLM refuses runtime adapters with several, since each process would hold its own); a model
+    streamed from an S3-compatible store at a custom endpoint (AWS_ENDPOINT_URL: MinIO,
+    LocalStack, moto) is addressed path-style, as such stores expect; under priority
+    scheduling, server-side batch lines run at BATCH_PRIORITY (vLLM serves lower values first;
+    real-time requests have 0). `args` are the server's arguments."""
     model = flag_value(args, "--model") or ""
-    added = {"VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S)}
+    added = {
+        "VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S),
+        "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(KEEP_ALIVE_S),
+    }
     lora = env.get(SM_VLLM_PREFIX + "ENABLE_LORA", "")
     if lora.lower() not in ("", "false") and api_server_count(args) == 1:
         added["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "true"

@@ -25,8 +25,9 @@ BATCH_ENV = {
     "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
     "SAGEMAKER_MAX_RECORDS_IN_FLIGHT": "4",
     "SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS": "3",
-    # Server-side batches expire 4 s after they are created.
-    "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS": "4",
+    # Server-side batches expire an hour after they are created (the test that expires one
+    # ends its window in the store).
+    "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS": "3600",
     # vLLM's /pause and /resume: tests freeze the engine so work outlasts a deadline on any
     # machine, however fast.
     "VLLM_SERVER_DEV_MODE": "1",
@@ -134,6 +135,8 @@ def engines(
     sessions = tmp_path_factory.mktemp("sessions")
     chat_env = {
         **LORA_ENV,
+        # vLLM's /pause and /resume (see BATCH_ENV).
+        "VLLM_SERVER_DEV_MODE": "1",
         **FILES_ENV,
         "SM_VLLM_LORA_MODULES": f"a1={adapters['a1']}",
         "SM_VLLM_SERVED_MODEL_NAME": json.dumps([str(models["chat"]), LITELLM_MODEL]),

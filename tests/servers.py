@@ -7,14 +7,13 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from tests import processes
+from tests import processes, waiting
 
 SERVE = str(Path(sys.executable).with_name("serve"))
 START_TIMEOUT_S = 600
@@ -48,6 +47,17 @@ def free_port() -> int:
         return port
 
 
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The sum of a gauge or counter in a /metrics text over the series with these labels."""
+    pattern = rf"^{re.escape(name)}(?:{{([^}}]*)}})? (\S+)$"
+    wanted = {f'{label}="{value}"' for label, value in labels.items()}
+    return sum(
+        float(value)
+        for series, value in re.findall(pattern, text, re.MULTILINE)
+        if wanted <= set(series.split(","))
+    )
+
+
 def serve_env(model: Path | str, port: int, **extra: str) -> dict[str, str]:
     """The environment a SageMaker-like start of `serve` gets, sized for the test machine."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SM_VLLM_")}
@@ -75,6 +85,8 @@ class Server:
     port: int
     log_path: Path
     process: subprocess.Popen = field(repr=False)
+    # What `start` added to the environment (where its batch store and sessions live).
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def url(self) -> str:
@@ -83,30 +95,26 @@ class Server:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def metrics(self, headers: Mapping[str, str] | None = None) -> str:
+        """vLLM's /metrics text, one scrape (a route that runs in a thread pool: it took up to
+        8 s while a stream was running on 2 busy cores)."""
+        return httpx.get(self.url + "/metrics", headers=headers, timeout=60).text
+
     def metric(self, name: str, headers: Mapping[str, str] | None = None, **labels: str) -> float:
-        """The sum of a gauge or counter over the series with these label values, from vLLM's
-        /metrics (a route that runs in a thread pool: it took up to 8 s while a stream was
-        running on 2 busy cores)."""
-        text = httpx.get(self.url + "/metrics", headers=headers, timeout=60).text
-        pattern = rf"^{re.escape(name)}(?:{{([^}}]*)}})? (\S+)$"
-        wanted = {f'{label}="{value}"' for label, value in labels.items()}
-        return sum(
-            float(value)
-            for series, value in re.findall(pattern, text, re.MULTILINE)
-            if wanted <= set(series.split(","))
-        )
+        """The sum of a gauge or counter over the series with these label values."""
+        return metric_value(self.metrics(headers), name, **labels)
 
     def in_engine(self) -> float:
-        """Requests the engine is running or has queued."""
-        return self.metric("vllm:num_requests_running") + self.metric("vllm:num_requests_waiting")
+        """Requests the engine is running or has queued (one scrape: a request moving from
+        the queue to a running batch between two scrapes would be counted nowhere)."""
+        text = self.metrics()
+        return metric_value(text, "vllm:num_requests_running") + metric_value(
+            text, "vllm:num_requests_waiting"
+        )
 
-    def wait_idle(self, timeout: float) -> float:
-        """Seconds until the engine runs and queues nothing (fails after `timeout`)."""
-        started = time.monotonic()
-        while self.in_engine() > 0:
-            assert time.monotonic() - started < timeout, "the engine is still busy"
-            time.sleep(0.2)
-        return time.monotonic() - started
+    def wait_idle(self, timeout: float) -> None:
+        """Until the engine runs and queues nothing (fails after `timeout`)."""
+        waiting.until(lambda: self.in_engine() == 0, timeout, "the engine is still busy", 0.2)
 
     def pause(self) -> None:
         """Freeze the engine (vLLM's `POST /pause?mode=keep`, a route of VLLM_SERVER_DEV_MODE):
@@ -126,19 +134,17 @@ class Server:
             httpx.post(self.url + "/resume", timeout=60).raise_for_status()
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"{self.name} exited with {self.process.returncode}:\n" + self.log_tail()
                 )
             try:
-                if httpx.get(self.url + "/ping", timeout=2).status_code == 200:
-                    return
+                return httpx.get(self.url + "/ping", timeout=2).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise TimeoutError(f"{self.name} not ready after {timeout} s:\n" + self.log_tail())
+                return False
+
+        waiting.until(ready, timeout, lambda: f"{self.name} not ready:\n" + self.log_tail(), 1)
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as SageMaker sends it; SIGKILL the group if it outlives `timeout`."""
@@ -158,7 +164,7 @@ def start(name: str, model: Path | str, log_dir: Path, **env: str) -> Server:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    return Server(name, str(model), port, log_path, process)
+    return Server(name, str(model), port, log_path, process, env)
 
 
 @contextlib.contextmanager

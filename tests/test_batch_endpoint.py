@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +25,14 @@ from tests import cli, processes
 from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator
 from tests.servers import Server
-from tests.test_batch_runner import completion, jsonl
+from tests.test_batch_runner import (
+    REFUSED,
+    completion,
+    held_mid_run,
+    jsonl,
+    line_count,
+    refused_first,
+)
 
 
 @pytest.fixture
@@ -57,18 +63,20 @@ def endpoint(chat_server: Server, aws: dict[str, str]) -> Iterator[tuple[str, Ru
 
 
 def two_thousand_lines() -> list[Any]:
-    records: list[Any] = [completion(f"r{i}", tokens=4) for i in range(2000)]
-    records[7] = b"{not json"
+    """2,000 lines: the first REFUSED refused by the engine (see `refused_first`), three bad."""
+    records: list[Any] = refused_first([completion(f"r{i}", tokens=4) for i in range(2000)])
+    records[107] = b"{not json"
     records[700] = completion("r3")
     records[1400] = {**completion("r1400"), "method": "GET"}
     return records
 
 
 def test_a_file_through_an_endpoint_killed_and_resumed(
-    endpoint: tuple[str, Runtime, dict], tmp_path: Path
+    endpoint: tuple[str, Runtime, dict], chat_server: Server, tmp_path: Path
 ) -> None:
-    """2,000 lines, three bad, one call in ten throttled, the run killed midway and resumed:
-    2,000 answers, every custom_id exactly once, the bad lines as error lines."""
+    """2,000 lines, three bad, one call in ten throttled, the run killed mid-run (held there by
+    construction: the engine is frozen once the refused lines are answered) and resumed: 2,000
+    answers, every custom_id exactly once, the bad lines as error lines."""
     name, runtime, env = endpoint
     (tmp_path / "in.jsonl").write_bytes(jsonl(two_thousand_lines()))
     output, errors = tmp_path / "out.jsonl", tmp_path / "errors.jsonl"
@@ -82,18 +90,13 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
             max_inflight="64",
         ),
     ]
-    first = processes.spawn(
-        [cli.VLLM_SAGEMAKER, *args],
-        env={**os.environ, **env},
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 300
-    while not output.exists() or output.read_bytes().count(b"\n") < 400:
-        assert first.poll() is None, first.stderr.read() if first.stderr else ""
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    processes.kill(first)
-    assert output.read_bytes().count(b"\n") < 2000
+    with chat_server.paused():
+        first = processes.spawn(
+            [cli.VLLM_SAGEMAKER, *args], env={**os.environ, **env}, stderr=subprocess.DEVNULL
+        )
+        held_mid_run(first, REFUSED, output, errors)
+        processes.kill(first)
+    assert line_count(output) + line_count(errors) == REFUSED
 
     done = cli.run(*args, "--resume", env=env)
     assert done.returncode == 0, done.stderr
@@ -103,8 +106,11 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
     ids = Counter(line["custom_id"] for line in answered + failed)
     assert ids.pop(None) == 1  # the line that is not JSON has no custom_id
     assert ids.pop("r3") == 2  # its answer, and the error line of its duplicate
-    assert set(ids.values()) == {1} and len(ids) == 1997 and "r7" not in ids
-    assert sorted(line["error"]["code"] for line in failed) == [
+    assert set(ids.values()) == {1} and len(ids) == 1997 and "r107" not in ids
+    refused = [line for line in failed if line["error"] is None]
+    assert [line["custom_id"] for line in refused] == [f"r{i}" for i in range(REFUSED)]
+    assert {line["response"]["status_code"] for line in refused} == {400}
+    assert sorted(line["error"]["code"] for line in failed if line["error"]) == [
         "duplicate_custom_id",
         "invalid_json_line",
         "invalid_value",

@@ -5,7 +5,6 @@ import gzip
 import http.server
 import json
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +13,14 @@ from typing import Any, ClassVar
 import boto3
 import pytest
 
-from tests import cli, processes
+from deploy.batch import LINES_PER_REQUEST
+from tests import cli, processes, waiting
 from tests.json_lines import parse_lines
 from tests.local_http import serving
 from tests.servers import Server
+
+# The lines a run held mid-run has answered when the test kills it: three whole mini-batches.
+REFUSED = 3 * LINES_PER_REQUEST
 
 
 def batch(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -95,34 +98,57 @@ def test_failed_lines_go_to_the_error_file(chat_server: Server, tmp_path: Path) 
     assert errors[1]["error"]["code"] == "invalid_json_line"
 
 
-def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_path: Path) -> None:
-    (tmp_path / "in.jsonl").write_bytes(
-        jsonl([completion(f"r{i}", f"line {i}", tokens=24) for i in range(1500)])
+def line_count(path: Path) -> int:
+    """Whole lines in a file (0 while it does not exist)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def held_mid_run(runner: subprocess.Popen[bytes], written: int, *outputs: Path) -> None:
+    """Until the runner has written `written` lines to `outputs`. With the engine frozen and
+    the input made by `refused_first`, nothing more can be written until the engine resumes."""
+    waiting.until(
+        lambda: runner.poll() is None and sum(map(line_count, outputs)) >= written,
+        300,
+        lambda: f"the runner ended ({runner.poll()}) or wrote fewer than {written} lines",
+        0.01,
     )
+
+
+def refused_first(lines: list[Any], refused: int = REFUSED) -> list[Any]:
+    """`lines` with the first `refused` made ones the server refuses without the engine (whole
+    mini-batches of them): with the engine frozen, a run answers exactly those and holds."""
+    assert refused % LINES_PER_REQUEST == 0
+    return [
+        {**line, "body": {**line["body"], "max_tokens": 99999}} if i < refused else line
+        for i, line in enumerate(lines)
+    ]
+
+
+def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_path: Path) -> None:
+    """The engine is frozen before the run starts, so the kill lands mid-run by construction:
+    the run has answered its first REFUSED lines and holds the next ones in the engine."""
+    lines = [completion(f"r{i}", f"line {i}", tokens=24) for i in range(1500)]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(refused_first(lines)))
     args = [
         *files(tmp_path, chat_server),
         "--max-inflight",
         "64",
     ]
-    runner = processes.spawn([cli.VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
     output = tmp_path / "out.jsonl"
-    deadline = time.monotonic() + 300
-    while not output.exists() or output.read_bytes().count(b"\n") < 100:
-        assert runner.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    processes.kill(runner)
-    partial = output.read_bytes().count(b"\n")
-    assert partial < 1500
+    with chat_server.paused():
+        runner = processes.spawn([cli.VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
+        held_mid_run(runner, REFUSED, output)
+        processes.kill(runner)
+    assert line_count(output) == REFUSED
     with output.open("ab") as torn:
         torn.write(b'{"id": "batch_req_torn", "custom_id": "r')
     done = batch(*args, "--resume")
     assert done.returncode == 0, done.stderr
-    lines = read(output.read_bytes())
-    assert len(lines) == 1500
-    assert len({line["custom_id"] for line in lines}) == 1500
-    assert all(line["response"]["status_code"] == 200 for line in lines)
-    assert f"{partial} from before".encode() in done.stderr
+    answers = read(output.read_bytes())
+    assert [line["custom_id"] for line in answers] == [f"r{i}" for i in range(1500)]
+    statuses = [line["response"]["status_code"] for line in answers]
+    assert statuses == [400] * REFUSED + [200] * (1500 - REFUSED)
+    assert f"{REFUSED} from before".encode() in done.stderr
 
 
 def test_s3_gzip_input_and_output(chat_server: Server, aws: dict[str, str]) -> None:

@@ -4,15 +4,16 @@ traffic keeps that promise too: batch lines it preempts run again and are writte
 a SIGTERM lands mid-preemption), and batch-marked invocations it throttles (429) are retried by
 `vllm-sagemaker batch` until every line is answered once.
 
-The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT), so a batch finishes in many
-rounds, and the tests freeze its engine (vLLM's /pause) as soon as the first lines are on disk, so
-the stop lands mid-run on any machine, however fast."""
+The server runs few lines at a time (SAGEMAKER_BATCH_MAX_INFLIGHT). Each test freezes the engine
+(vLLM's /pause) before its batch starts, so the stop lands mid-run by construction on any machine,
+however fast: the batch's first lines are ones the server refuses without the engine (they are
+answered, as error lines), the next ones fill the window and wait in the frozen engine, and nothing
+else can move until the test acts."""
 
 import contextlib
 import sqlite3
 import subprocess
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +23,22 @@ import openai
 import pytest
 
 from handler.batches import admission
-from tests import cli, processes, servers
+from tests import cli, processes, servers, waiting
 from tests.json_lines import parse_lines
-from tests.test_batches_api import chat_line, client, jsonl, lines_of, submit, wait
+from tests.test_batches_api import (
+    chat_line,
+    client,
+    jsonl,
+    lines_of,
+    refused_line,
+    submit,
+    wait,
+)
 
 TOKENS = 64
 IN_FLIGHT = 8
+# The lines a batch held mid-run has answered before the test stops its server.
+REFUSED = 10
 PREEMPTIONS = "vllm_sagemaker:batch_preemptions_total"
 
 
@@ -72,10 +83,12 @@ class Restartable:
     def wait_answered(self, batch_id: str, count: int, timeout: float = 300) -> None:
         """Until `count` result lines are on disk (read there, not from the batch's counts,
         which are published twice a second); `timeout` only guards against a hang."""
-        deadline = time.monotonic() + timeout
-        while self.answered(batch_id) < count:
-            assert time.monotonic() < deadline, f"fewer than {count} lines answered"
-            time.sleep(0.01)
+        waiting.until(
+            lambda: self.answered(batch_id) >= count,
+            timeout,
+            f"fewer than {count} lines answered",
+            0.01,
+        )
 
     def answered(self, batch_id: str) -> int:
         """Whole result lines already on disk for a running batch."""
@@ -98,43 +111,55 @@ def durable(
         restartable.server.stop()
 
 
-def long_batch(sdk: openai.OpenAI, count: int) -> str:
-    lines = [chat_line(f"d{i}", tokens=TOKENS, ignore_eos=True) for i in range(count)]
+def long_batch(sdk: openai.OpenAI, count: int, refused: int = 0) -> str:
+    """A batch of `count` lines; the first `refused` are answered at once, without the engine."""
+    lines = [refused_line(f"d{i}") for i in range(refused)]
+    lines += [chat_line(f"d{i}", tokens=TOKENS, ignore_eos=True) for i in range(refused, count)]
     return submit(sdk, lines).id
 
 
-def assert_each_line_once(sdk: openai.OpenAI, batch_id: str, count: int) -> None:
+def assert_each_line_once(sdk: openai.OpenAI, batch_id: str, count: int, refused: int = 0) -> None:
+    """The batch completes with each custom_id once: the first `refused` as error lines."""
     done = wait(sdk, batch_id, timeout=300)
     assert done.status == "completed"
-    output = lines_of(sdk, done.output_file_id)
-    assert Counter(line["custom_id"] for line in output) == Counter(f"d{i}" for i in range(count))
+    output, errors = lines_of(sdk, done.output_file_id), lines_of(sdk, done.error_file_id)
+    everything = Counter(line["custom_id"] for line in output + errors)
+    assert everything == Counter(f"d{i}" for i in range(count))
+    assert sorted(line["custom_id"] for line in errors) == sorted(f"d{i}" for i in range(refused))
     assert {line["response"]["body"]["usage"]["completion_tokens"] for line in output} == {TOKENS}
     assert done.request_counts is not None
-    assert done.request_counts.model_dump() == {"total": count, "completed": count, "failed": 0}
+    assert done.request_counts.model_dump() == {
+        "total": count,
+        "completed": count - refused,
+        "failed": refused,
+    }
+
+
+def stopped_mid_batch(durable: Restartable, count: int) -> tuple[servers.Server, str]:
+    """A batch of `count` lines held mid-run by construction: the engine is frozen before it
+    starts, its first REFUSED lines are answered (as error lines, without the engine), and the
+    next IN_FLIGHT lines wait in the frozen engine. Nothing more can be answered until the test
+    acts. The server and the batch's id."""
+    server, batch_id = fill_the_window(durable, count, refused=REFUSED)
+    durable.wait_answered(batch_id, REFUSED)
+    return server, batch_id
 
 
 def test_sigterm_never_cancels_and_a_restart_finishes(durable: Restartable) -> None:
-    """The engine is frozen before the stop, so the stop lands mid-batch on any machine."""
-    sdk = client(durable.running())
-    batch_id = long_batch(sdk, 200)
-    durable.wait_answered(batch_id, 10)
-    durable.server.pause()
-    assert durable.server.stop() == 0
+    server, batch_id = stopped_mid_batch(durable, 200)
+    assert server.stop() == 0
     assert durable.status(batch_id) == "in_progress"
-    assert_each_line_once(client(durable.restart()), batch_id, 200)
+    assert_each_line_once(client(durable.restart()), batch_id, 200, refused=REFUSED)
 
 
 def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartable) -> None:
-    sdk = client(durable.running())
-    batch_id = long_batch(sdk, 300)
-    durable.wait_answered(batch_id, 20)
-    durable.server.pause()
-    processes.kill(durable.server.process)
-    answered = durable.answered(batch_id)
-    assert 20 <= answered < 300
+    server, batch_id = stopped_mid_batch(durable, 300)
+    processes.kill(server.process)
+    assert durable.answered(batch_id) == REFUSED
     server = durable.restart()
-    assert_each_line_once(client(server), batch_id, 300)
-    assert server.metric("vllm:request_success_total") == 300 - answered
+    assert_each_line_once(client(server), batch_id, 300, refused=REFUSED)
+    # Every line the engine can run ran once, all on the new server.
+    assert server.metric("vllm:request_success_total") == 300 - REFUSED
 
 
 def live_request(server: servers.Server) -> threading.Thread:
@@ -153,21 +178,24 @@ def live_request(server: servers.Server) -> threading.Thread:
 
 def wait_metric(server: servers.Server, name: str, at_least: float, timeout: float = 120) -> float:
     """Until the server's metric reaches `at_least`; `timeout` only guards against a hang."""
-    deadline = time.monotonic() + timeout
-    while (value := server.metric(name)) < at_least:
-        assert time.monotonic() < deadline, f"{name} stayed at {value}"
-        time.sleep(0.05)
-    return value
+
+    def reached() -> float | None:
+        value = server.metric(name)
+        return value if value >= at_least else None
+
+    return waiting.until(reached, timeout, lambda: f"{name} stayed at {server.metric(name)}")
 
 
-def fill_the_window(durable: Restartable, count: int) -> tuple[servers.Server, str]:
-    """A batch of `count` lines on a frozen engine, once its lines fill the whole batch window
-    (they wait in the engine); the server and the batch's id."""
+def fill_the_window(
+    durable: Restartable, count: int, refused: int = 0
+) -> tuple[servers.Server, str]:
+    """A batch of `count` lines (see `long_batch`) on a frozen engine, once its lines fill the
+    whole batch window (they wait in the engine); the server and the batch's id."""
     server = durable.running()
     # An earlier live request keeps the window small until a quiet spell has passed.
     wait_metric(server, "vllm_sagemaker:batch_window", IN_FLIGHT)
     server.pause()
-    batch_id = long_batch(client(server), count)
+    batch_id = long_batch(client(server), count, refused)
     wait_metric(server, "vllm_sagemaker:batch_running", IN_FLIGHT)
     return server, batch_id
 

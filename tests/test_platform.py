@@ -2,6 +2,7 @@
 /adapters), stateful sessions (also across two API-server processes, and expiry), a model
 streamed from S3, async endpoints, and the log line of every invocation."""
 
+import calendar
 import json
 import re
 import time
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import cli
+from tests import cli, waiting
 from tests.conftest import AUTH
 from tests.json_lines import parse_lines, split_lines
 from tests.servers import Server
@@ -180,7 +181,7 @@ def new_session(server: Server) -> tuple[str, float]:
     assert opened.status_code == 200, opened.text
     match = EXPIRES.match(opened.headers["X-Amzn-SageMaker-New-Session-Id"])
     assert match is not None
-    expires = time.mktime(time.strptime(match.group(2), "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    expires = calendar.timegm(time.strptime(match.group(2), "%Y-%m-%dT%H:%M:%SZ"))
     return match.group(1), expires
 
 
@@ -225,27 +226,32 @@ def test_sessions_off_say_so(embed_server: Server, body: dict, headers: dict[str
     assert "SAGEMAKER_ENABLE_STATEFUL_SESSIONS" in answer.json()["error"]["message"]
 
 
-def serving_pid(server: Server, inference_id: str, timeout: float = 120) -> str:
-    """The API-server process that logged the invocation with this id."""
-    pattern = re.compile(rf"pid=(\d+)\] invocation id={re.escape(inference_id)} ")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = pattern.search(server.log_path.read_text(errors="replace"))
-        if found:
-            return found.group(1)
-        time.sleep(0.05)
-    raise AssertionError(f"no log line for {inference_id}")
+def serving_pids(server: Server, inference_ids: list[str], timeout: float = 120) -> list[str]:
+    """The API-server process that logged each invocation, by its id."""
+    patterns = [
+        re.compile(rf"pid=(\d+)\] invocation id={re.escape(inference_id)} ")
+        for inference_id in inference_ids
+    ]
+
+    def found() -> list[str] | None:
+        log = server.log_path.read_text(errors="replace")
+        matches = [pattern.search(log) for pattern in patterns]
+        return [m.group(1) for m in matches if m] if all(matches) else None
+
+    return waiting.until(found, timeout, f"no log line for some of {inference_ids}", 0.05)
 
 
 def statuses_by_process(server: Server, body: dict, session_id: str) -> dict[str, set[int]]:
-    """Send the request on fresh connections until both API-server processes answered it."""
+    """Send the request on fresh connections, 20 at a time with no wait between them (the
+    session must stay open meanwhile), until both API-server processes answered it."""
     seen: dict[str, set[int]] = {}
-    for _ in range(200):
-        inference_id = uuid.uuid4().hex
-        answer = invoke(
-            server, body, **{SESSION: session_id, "X-Amzn-SageMaker-Inference-Id": inference_id}
-        )
-        seen.setdefault(serving_pid(server, inference_id), set()).add(answer.status_code)
+    for _ in range(10):
+        sent = {uuid.uuid4().hex: 0 for _ in range(20)}
+        for inference_id in sent:
+            headers = {SESSION: session_id, "X-Amzn-SageMaker-Inference-Id": inference_id}
+            sent[inference_id] = invoke(server, body, **headers).status_code
+        for pid, status in zip(serving_pids(server, list(sent)), sent.values(), strict=True):
+            seen.setdefault(pid, set()).add(status)
         if len(seen) == 2:
             return seen
     raise AssertionError(f"only one API-server process answered: {seen}")
@@ -321,7 +327,7 @@ def test_one_log_line_per_invocation(chat_server: Server) -> None:
         chat_server, PROMPT, **{ADAPTER: "a1", "X-Amzn-SageMaker-Inference-Id": inference_id}
     )
     usage = answer.json()["usage"]
-    serving_pid(chat_server, inference_id)
+    serving_pids(chat_server, [inference_id])
     lines = [
         line
         for line in chat_server.log_path.read_text(errors="replace").splitlines()

@@ -230,36 +230,38 @@ def test_load_format(model: str, given: list[str], expected: list[str]) -> None:
     assert env_args.load_format_args(model, given) == expected
 
 
+# What `serve` adds to every server's environment unless the user set it.
+ALWAYS = {"VLLM_ENGINE_READY_TIMEOUT_S": "3600", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75"}
+
+
 @pytest.mark.parametrize(
     ("env", "model", "expected"),
     [
-        ({}, "/opt/ml/model", {"VLLM_ENGINE_READY_TIMEOUT_S": "3600"}),
-        ({"VLLM_ENGINE_READY_TIMEOUT_S": "900"}, "/opt/ml/model", {}),
+        ({}, "/opt/ml/model", ALWAYS),
         (
-            {"SM_VLLM_ENABLE_LORA": "true"},
-            "m",
-            {"VLLM_ENGINE_READY_TIMEOUT_S": "3600", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true"},
-        ),
-        ({"SM_VLLM_ENABLE_LORA": "false"}, "m", {"VLLM_ENGINE_READY_TIMEOUT_S": "3600"}),
-        (
-            {"SM_VLLM_ENABLE_LORA": "", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "0"},
-            "m",
-            {"VLLM_ENGINE_READY_TIMEOUT_S": "3600"},
+            {"VLLM_ENGINE_READY_TIMEOUT_S": "900"},
+            "/opt/ml/model",
+            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75"},
         ),
         (
-            {"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"},
-            "s3://models/tiny/",
-            {
-                "VLLM_ENGINE_READY_TIMEOUT_S": "3600",
-                "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0",
-            },
-        ),
-        ({}, "s3://models/tiny/", {"VLLM_ENGINE_READY_TIMEOUT_S": "3600"}),
-        (
-            {"AWS_ENDPOINT_URL": "http://x"},
+            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "5"},
             "/opt/ml/model",
             {"VLLM_ENGINE_READY_TIMEOUT_S": "3600"},
         ),
+        (
+            {"SM_VLLM_ENABLE_LORA": "true"},
+            "m",
+            {**ALWAYS, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true"},
+        ),
+        ({"SM_VLLM_ENABLE_LORA": "false"}, "m", ALWAYS),
+        ({"SM_VLLM_ENABLE_LORA": "", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "0"}, "m", ALWAYS),
+        (
+            {"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"},
+            "s3://models/tiny/",
+            {**ALWAYS, "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0"},
+        ),
+        ({}, "s3://models/tiny/", ALWAYS),
+        ({"AWS_ENDPOINT_URL": "http://x"}, "/opt/ml/model", ALWAYS),
     ],
 )
 def test_platform_env(env: dict[str, str], model: str, expected: dict[str, str]) -> None:
