@@ -4,14 +4,13 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import httpx
 
-from tests import processes
+from tests import processes, waiting
 from tests.servers import free_port
 
 MOTO_SERVER = str(Path(sys.executable).with_name("moto_server"))
@@ -40,16 +39,17 @@ def moto_server(log_path: Path) -> Iterator[str]:
         process = processes.spawn(
             [MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
         )
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(log_path.read_text())
+        try:
+            httpx.get(url + "/moto-api/", timeout=2)
+        except httpx.HTTPError:
+            return False
+        return True
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url + "/moto-api/", timeout=2)
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log_path.read_text()) from None
-                time.sleep(0.2)
+        waiting.until(answers, 60, lambda: f"moto never answered:\n{log_path.read_text()}", 0.2)
         yield url
     finally:
         processes.stop(process, 30)

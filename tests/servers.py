@@ -95,6 +95,15 @@ class Server:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def wait_logged_invocation(self, inference_id: str, timeout: float = 120) -> None:
+        """Until the server has logged the end of the invocation with this id: the line is
+        written once the request is over (answered, or its client gone and its work aborted)."""
+        waiting.until(
+            lambda: f"invocation id={inference_id} " in self.log_path.read_text(errors="replace"),
+            timeout,
+            f"no log line for invocation {inference_id}",
+        )
+
     def metrics(self, headers: Mapping[str, str] | None = None) -> str:
         """vLLM's /metrics text, one scrape (a route that runs in a thread pool: it took up to
         8 s while a stream was running on 2 busy cores)."""

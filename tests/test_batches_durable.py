@@ -40,6 +40,7 @@ IN_FLIGHT = 8
 # The lines a batch held mid-run has answered before the test stops its server.
 REFUSED = 10
 PREEMPTIONS = "vllm_sagemaker:batch_preemptions_total"
+THROTTLED = "vllm_sagemaker:batch_throttled_total"
 
 
 class Restartable:
@@ -162,10 +163,14 @@ def test_kill_9_then_restart_runs_only_what_was_not_answered(durable: Restartabl
     assert server.metric("vllm:request_success_total") == 300 - REFUSED
 
 
-def live_request(server: servers.Server) -> threading.Thread:
-    """One real-time chat through /invocations, on a thread (it waits while the engine is
+# A real-time chat; and one the engine refuses at once, frozen or not (still live traffic).
+LIVE = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+REFUSED_LIVE = {**LIVE, "max_tokens": 99999}
+
+
+def live_request(server: servers.Server, body: dict) -> threading.Thread:
+    """One real-time request through /invocations, on a thread (it waits while the engine is
     frozen; what it answers does not matter here)."""
-    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
     def send() -> None:
         with contextlib.suppress(httpx.HTTPError):
@@ -200,14 +205,16 @@ def fill_the_window(
     return server, batch_id
 
 
-def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, threading.Thread]:
+def preempt_mid_batch(
+    durable: Restartable, count: int, live_body: dict
+) -> tuple[str, threading.Thread]:
     """A full batch window on a frozen engine, then a live request: the window drops to
     `under_live`, and the lines still beyond it after PREEMPT_AFTER_S are preempted (aborted on
     the engine, queued again). The batch's id and the live request's thread."""
     server, batch_id = fill_the_window(durable, count)
     # The counter keeps what earlier tests on this server preempted: wait for this batch's own.
     preempted = server.metric(PREEMPTIONS)
-    live = live_request(server)
+    live = live_request(server, live_body)
     under_live = admission.Settings(full=IN_FLIGHT).under_live
     wait_metric(server, PREEMPTIONS, preempted + IN_FLIGHT - under_live)
     return batch_id, live
@@ -215,7 +222,7 @@ def preempt_mid_batch(durable: Restartable, count: int) -> tuple[str, threading.
 
 def test_a_preempted_line_runs_again_and_is_written_once(durable: Restartable) -> None:
     finished_before = durable.running().metric("vllm:request_success_total")
-    batch_id, live = preempt_mid_batch(durable, 60)
+    batch_id, live = preempt_mid_batch(durable, 60, LIVE)
     server = durable.server
     httpx.post(server.url + "/resume", timeout=60).raise_for_status()
     assert_each_line_once(client(server), batch_id, 60)
@@ -226,9 +233,13 @@ def test_a_preempted_line_runs_again_and_is_written_once(durable: Restartable) -
 
 
 def test_sigterm_during_preemption_keeps_exactly_once(durable: Restartable) -> None:
-    batch_id, live = preempt_mid_batch(durable, 60)
-    assert durable.server.stop() == 0
+    """The live request that preempts the lines is one the engine refuses, answered at once: a
+    request left in a frozen engine is never answered through vLLM's shutdown, which then waits
+    for its connection forever (a state only /pause reaches; a running engine's requests get
+    500 and the server stops within a second)."""
+    batch_id, live = preempt_mid_batch(durable, 60, REFUSED_LIVE)
     live.join()
+    assert durable.server.stop() == 0
     assert durable.status(batch_id) == "in_progress"
     assert_each_line_once(client(durable.restart()), batch_id, 60)
 
@@ -243,6 +254,8 @@ def test_the_runner_waits_out_429s_and_answers_every_line_once(
     source.write_bytes(jsonl([chat_line(f"r{i}") for i in range(30)]))
     output = tmp_path / "out.jsonl"
     server, batch_id = fill_the_window(durable, 40)
+    # The counter keeps what earlier tests on this server throttled: wait for this run's own.
+    throttled = server.metric(THROTTLED)
     try:
         command = ["batch", "-i", str(source), "-o", str(output), "--endpoint", server.url]
         runner = processes.spawn(
@@ -250,7 +263,7 @@ def test_the_runner_waits_out_429s_and_answers_every_line_once(
             stderr=subprocess.PIPE,
             text=True,
         )
-        wait_metric(server, "vllm_sagemaker:batch_throttled_total", 1)
+        wait_metric(server, THROTTLED, throttled + 1)
     finally:
         httpx.post(server.url + "/resume", timeout=60).raise_for_status()
     _, stderr = runner.communicate(timeout=600)

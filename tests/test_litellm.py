@@ -7,10 +7,10 @@ the docs' quick start with the docs' batch file."""
 import json
 import os
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 from litellm.router_utils.batch_utils import replace_model_in_jsonl
 
-from tests import processes
+from tests import processes, waiting
 from tests.conftest import API_KEY, LITELLM_MODEL
 from tests.json_lines import parse_lines
 from tests.servers import Server, free_port
@@ -59,11 +59,12 @@ def test_passthrough_upload_create_poll_and_content(chat_server: Server) -> None
         **api,
     )
     assert batch.status == "validating"
-    deadline = time.monotonic() + 300
-    while batch.status not in FINAL:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-        batch = litellm.retrieve_batch(batch_id=batch.id, **api)
+
+    def final() -> Any:
+        retrieved = litellm.retrieve_batch(batch_id=batch.id, **api)
+        return retrieved if retrieved.status in FINAL else None
+
+    batch = waiting.until(final, 300, f"batch {batch.id} never ended", 0.2)
     assert batch.status == "completed" and batch.output_file_id
     content = litellm.file_content(file_id=batch.output_file_id, **api)
     output = parse_lines(content.content)
@@ -121,11 +122,11 @@ def proxy(chat_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
             stderr=log,
         )
     try:
-        deadline = time.monotonic() + 300
-        while not ready(url + "/health/liveliness"):
+        def started() -> bool:
             assert process.poll() is None, (root / "proxy.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the LiteLLM proxy never started"
-            time.sleep(0.5)
+            return ready(url + "/health/liveliness")
+
+        waiting.until(started, 300, "the LiteLLM proxy never started", 0.5)
         yield url
     finally:
         processes.stop(process)
@@ -172,12 +173,13 @@ def test_the_litellm_quick_start_as_written_completes_through_the_proxy(proxy: s
             },
         )
         assert created.status_code == 200, created.text
-        batch = created.json()
-        deadline = time.monotonic() + 600
-        while batch["status"] not in FINAL:
-            assert time.monotonic() < deadline, batch
-            time.sleep(0.2)
-            batch = client.get(f"/v1/batches/{batch['id']}").json()
+        batch_id = created.json()["id"]
+
+        def final() -> dict[str, Any] | None:
+            retrieved = client.get(f"/v1/batches/{batch_id}").json()
+            return retrieved if retrieved["status"] in FINAL else None
+
+        batch = waiting.until(final, 600, f"batch {batch_id} never ended", 0.2)
         assert batch["status"] == "completed", batch
         assert batch["request_counts"] == {"completed": 20, "failed": 0, "total": 20}
         content = client.get(f"/v1/files/{batch['output_file_id']}/content")

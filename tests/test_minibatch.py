@@ -2,12 +2,14 @@
 records, streaming as prefixes finish, the in-flight bound, the deadline and cancellation."""
 
 import json
-import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
+from tests import waiting
 from tests.conftest import AUTH, BATCH_ENV
 from tests.json_lines import parse_lines
 from tests.servers import Server
@@ -157,44 +159,60 @@ def test_records_carry_the_api_key_and_route(score_server: Server) -> None:
     assert refused.status_code == 401
 
 
-def test_lines_stream_out_as_each_prefix_finishes(chat_server: Server) -> None:
-    """The client reads the first line and hangs up: the engine stops the second record far
-    short of its 3,000 tokens, so the first line was sent before the second record was done.
-    (Arrival times prove nothing on 2 busy cores, where the test process can be descheduled.)"""
-    body = jsonl([{"prompt": "short", "max_tokens": 1}, LONG])
-    before = chat_server.metric("vllm:generation_tokens_total")
+def abandon(server: Server, body: bytes, until_hang_up: Callable[[httpx.Response], None]) -> None:
+    """POST a multi-record body, run `until_hang_up` on the streaming response, hang up, and
+    wait until the server has ended the invocation."""
+    inference_id = uuid.uuid4().hex
+    headers = {**JSON_LINES, "X-Amzn-SageMaker-Inference-Id": inference_id}
     with (
         httpx.Client(timeout=120) as client,
-        client.stream(
-            "POST", chat_server.url + "/invocations", content=body, headers=JSON_LINES
-        ) as response,
+        client.stream("POST", server.url + "/invocations", content=body, headers=headers) as answer,
     ):
-        first = json.loads(next(response.iter_lines()))
-    assert first["usage"]["completion_tokens"] == 1
+        assert answer.status_code == 200
+        until_hang_up(answer)
+    server.wait_logged_invocation(inference_id)
+
+
+def test_lines_stream_out_as_each_prefix_finishes(chat_server: Server) -> None:
+    """The engine is frozen, so the second record cannot finish; the first, a line that is not
+    JSON, is answered without the engine and reaches the client all the same. The client then
+    hangs up, and the second record is aborted: once the engine resumes it generates nothing
+    like its 3,000 tokens. Nothing here is timed."""
+    first: list[dict[str, Any]] = []
+    with chat_server.paused():
+        before = chat_server.metric("vllm:generation_tokens_total")
+        abandon(
+            chat_server,
+            jsonl([b"{not json", LONG]),
+            lambda answer: first.append(json.loads(next(answer.iter_lines()))),
+        )
+    assert [error_code(line) for line in first] == ["invalid_json"]
     chat_server.wait_idle(600)
     generated = chat_server.metric("vllm:generation_tokens_total") - before
-    assert generated < 1 + LONG["max_tokens"] / 2, f"{generated} tokens for a client gone after 1"
+    assert generated < LONG["max_tokens"] / 2, f"{generated} tokens for a client gone"
 
 
 def test_an_abandoned_mini_batch_is_aborted_on_the_engine(chat_server: Server) -> None:
-    """All 128 records reach the engine, then the client hangs up: the engine stops them far
-    short of the 384,000 tokens they asked for (each needs 3,000 steps one after another)."""
-    body = jsonl([LONG] * 128)
-    before = chat_server.metric("vllm:generation_tokens_total")
-    with (
-        httpx.Client(timeout=120) as client,
-        client.stream(
-            "POST", chat_server.url + "/invocations", content=body, headers=JSON_LINES
-        ) as response,
-    ):
-        assert response.status_code == 200
-        deadline = time.monotonic() + 300
-        while chat_server.in_engine() < 128:
-            assert time.monotonic() < deadline, "the records never all reached the engine"
-            time.sleep(0.2)
+    """All 128 records reach the engine; the engine is frozen with them in it, so none can
+    finish; the client hangs up, and once the engine resumes they generate nothing like the
+    384,000 tokens they asked for: they were aborted."""
+    generated: list[float] = []
+
+    def freeze_with_all_in_engine(answer: httpx.Response) -> None:
+        waiting.until(
+            lambda: chat_server.in_engine() >= 128, 300, "the records never all reached the engine"
+        )
+        chat_server.pause()
+        assert chat_server.in_engine() == 128
+        generated.append(chat_server.metric("vllm:generation_tokens_total"))
+
+    try:
+        abandon(chat_server, jsonl([LONG] * 128), freeze_with_all_in_engine)
+    finally:
+        httpx.post(chat_server.url + "/resume", timeout=60).raise_for_status()
     chat_server.wait_idle(600)
-    generated = chat_server.metric("vllm:generation_tokens_total") - before
-    assert generated < 128 * LONG["max_tokens"] / 2, f"{generated} tokens for abandoned records"
+    after = chat_server.metric("vllm:generation_tokens_total") - generated[0]
+    assert after < 128 * LONG["max_tokens"] / 2, f"{after} tokens for abandoned records"
 
 
 def test_execution_parameters_default(chat_server: Server) -> None:
@@ -248,24 +266,24 @@ def test_records_in_flight_are_bounded(batch_server: Server) -> None:
 
 
 def test_records_past_the_deadline_time_out_alone(batch_server: Server) -> None:
-    """The first record is answered; then the engine is frozen, so no other record can finish
-    on any machine: each gets its own timeout line at the 3 s deadline and is aborted on the
-    engine (nothing is left running in it, and once it resumes none of them generates)."""
-    body = jsonl([{"prompt": "hi", "max_tokens": 1}] + [LONG] * 8)
+    """The engine is frozen, so no record that needs it can finish on any machine: the first, a
+    line that is not JSON, is answered without the engine; each of the others gets its own
+    timeout line at the 3 s deadline and is aborted on the engine (nothing is left running in
+    it, and once it resumes none of them generates)."""
+    body = jsonl([b"{not json"] + [LONG] * 8)
     with (
+        batch_server.paused(),
         httpx.Client(timeout=300) as client,
         client.stream(
             "POST", batch_server.url + "/invocations", content=body, headers=JSON_LINES
         ) as response,
     ):
-        lines = response.iter_lines()
-        first = json.loads(next(lines))
-        with batch_server.paused():
-            rest = [json.loads(line) for line in lines]
-            batch_server.wait_idle(60)
-            frozen = batch_server.metric("vllm:generation_tokens_total")
+        lines = [json.loads(line) for line in response.iter_lines()]
+        batch_server.wait_idle(60)
+        frozen = batch_server.metric("vllm:generation_tokens_total")
     assert response.status_code == 200
-    assert "choices" in first
+    first, *rest = lines
+    assert error_code(first) == "invalid_json"
     assert [line["error"]["code"] for line in rest] == ["timeout"] * 8
     assert all(line["error"]["type"] == "timeout_error" for line in rest)
     assert all(

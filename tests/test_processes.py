@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
-from tests import processes
+from tests import processes, waiting
 
 # A process with a child of its own, as `serve` has its engine core; it prints its pid.
 FAMILY = (
@@ -55,10 +54,9 @@ def group_members(pgid: int) -> list[psutil.Process]:
 
 def wait_gone(pgid: int, timeout: float = 120) -> None:
     """Every process of the group has ended (fails after `timeout`, a guard against a hang)."""
-    deadline = time.monotonic() + timeout
-    while members := group_members(pgid):
-        assert time.monotonic() < deadline, f"still running: {members}"
-        time.sleep(0.1)
+    waiting.until(
+        lambda: not group_members(pgid), timeout, lambda: f"still running: {group_members(pgid)}"
+    )
 
 
 def start_test_run(how: str) -> tuple[subprocess.Popen[bytes], int]:

@@ -18,7 +18,7 @@ import openai
 import pytest
 from openai.types import Batch
 
-from tests import processes, servers, test_batches_api, test_litellm
+from tests import processes, servers, test_batches_api, test_litellm, waiting
 from tests.conftest import LITELLM_MODEL
 from tests.json_lines import parse_lines
 from tests.servers import Server
@@ -68,11 +68,14 @@ def create(server: Server, file_id: str) -> Batch:
 
 def wait(server: Server, batch_id: str, statuses: tuple[str, ...], timeout: float = 300) -> Batch:
     sdk = client(server)
-    deadline = time.monotonic() + timeout
-    while (batch := sdk.batches.retrieve(batch_id)).status not in statuses:
-        assert time.monotonic() < deadline, f"batch still {batch.status}"
-        time.sleep(0.2)
-    return batch
+
+    def reached() -> Batch | None:
+        batch = sdk.batches.retrieve(batch_id)
+        return batch if batch.status in statuses else None
+
+    return waiting.until(
+        reached, timeout, lambda: f"batch still {sdk.batches.retrieve(batch_id).status}", 0.2
+    )
 
 
 def chunk_owners(batch_id: str) -> set[str]:
@@ -91,11 +94,12 @@ def chunk_owners(batch_id: str) -> set[str]:
 
 
 def wait_for_owners(batch_id: str, count: int, timeout: float = 300) -> set[str]:
-    deadline = time.monotonic() + timeout
-    while len(owners := chunk_owners(batch_id)) < count:
-        assert time.monotonic() < deadline, f"only {owners} hold chunks"
-        time.sleep(0.2)
-    return owners
+    return waiting.until(
+        lambda: owners if len(owners := chunk_owners(batch_id)) >= count else None,
+        timeout,
+        lambda: f"only {chunk_owners(batch_id)} hold chunks",
+        0.2,
+    )
 
 
 @contextlib.contextmanager
@@ -155,7 +159,8 @@ def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Serv
         batch = create(a, upload(a, ids))
         wait_for_owners(batch.id, 3)
         assert client(b).batches.cancel(batch.id).status == "cancelling"
-        assert client(c).batches.retrieve(batch.id).status == "cancelling"
+        # With every engine frozen only the cancel itself can move on (a replica may finish it).
+        assert client(c).batches.retrieve(batch.id).status in ("cancelling", "cancelled")
     done = wait(c, batch.id, ("cancelled",), timeout=120)
     assert answered(a, done) == Counter(ids)
     sdk = client(b)

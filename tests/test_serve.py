@@ -15,7 +15,7 @@ import openai
 import psutil
 import pytest
 
-from tests import cli, processes, servers
+from tests import cli, processes, servers, waiting
 from tests.conftest import AUTH
 from tests.model_factory import embedder_path
 
@@ -124,15 +124,19 @@ def test_cross_encoder_reranks(score_server: servers.Server) -> None:
 
 
 def test_ping_is_not_in_the_access_log(embed_server: servers.Server) -> None:
+    def read_log() -> str:
+        return embed_server.log_path.read_text()
+
     for _ in range(3):
         assert httpx.get(embed_server.url + "/ping").status_code == 200
     httpx.get(embed_server.url + "/v1/models")
     # The access log is written in the order requests end: once the last one is in, so would
     # the pings be.
-    deadline = time.monotonic() + 60
-    while '"GET /v1/models HTTP/1.1" 200' not in (log := embed_server.log_path.read_text()):
-        assert time.monotonic() < deadline, "the access log never showed /v1/models"
-        time.sleep(0.1)
+    log = waiting.until(
+        lambda: text if '"GET /v1/models HTTP/1.1" 200' in (text := read_log()) else None,
+        60,
+        "the access log never showed /v1/models",
+    )
     assert '"GET /ping HTTP/1.1"' not in log
 
 
@@ -178,7 +182,7 @@ def test_dead_engine_fails_ping_and_exits_non_zero(disposable: dict[str, servers
     while server.process.poll() is None and time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
             statuses.append(httpx.get(server.url + "/ping", timeout=2).status_code)
-        time.sleep(0.2)
+        waiting.nap(0.2)
     # vLLM may notice late (a few 200s) or shut down before a /ping gets through (none at all);
     # once /ping has failed it never answers 200 again.
     after_first_failure = list(itertools.dropwhile(lambda status: status == 200, statuses))
