@@ -39,6 +39,7 @@ def moto_server(log_path: Path) -> Iterator[str]:
         process = processes.spawn(
             [MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
         )
+
     def answers() -> bool:
         if process.poll() is not None:
             raise RuntimeError(log_path.read_text())

@@ -122,6 +122,7 @@ def proxy(chat_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
             stderr=log,
         )
     try:
+
         def started() -> bool:
             assert process.poll() is None, (root / "proxy.log").read_text()[-3000:]
             return ready(url + "/health/liveliness")
