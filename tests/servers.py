@@ -127,6 +127,16 @@ class Server:
         """Until the engine runs and queues nothing (fails after `timeout`)."""
         waiting.until(lambda: self.in_engine() == 0, timeout, "the engine is still busy", 0.2)
 
+    def tokens_beside_a_probe(self, tokens: int = 200) -> float:
+        """Tokens the engine makes for other requests while a probe of exactly `tokens` tokens
+        runs to completion: 0 when nothing else runs. Unlike a gauge, this cannot be stale: a
+        request left running (not aborted) makes a token in every step the probe takes."""
+        before = self.metric("vllm:generation_tokens_total")
+        probe = {"prompt": "probe", "max_tokens": tokens, "min_tokens": tokens}
+        answer = httpx.post(self.url + "/invocations", json=probe, timeout=300)
+        assert answer.status_code == 200, answer.text
+        return self.metric("vllm:generation_tokens_total") - before - tokens
+
     def pause(self) -> None:
         """Freeze the engine (vLLM's `POST /pause?mode=keep`, a route of VLLM_SERVER_DEV_MODE):
         requests already in it stay, new ones queue, and none makes progress. A test that needs

@@ -106,12 +106,12 @@ def line_count(path: Path) -> int:
 def held_mid_run(runner: subprocess.Popen[bytes], written: int, *outputs: Path) -> None:
     """Until the runner has written `written` lines to `outputs`. With the engine frozen and
     the input made by `refused_first`, nothing more can be written until the engine resumes."""
-    waiting.until(
-        lambda: runner.poll() is None and sum(map(line_count, outputs)) >= written,
-        300,
-        lambda: f"the runner ended ({runner.poll()}) or wrote fewer than {written} lines",
-        0.01,
-    )
+
+    def written_so_far() -> bool:
+        assert runner.poll() is None, f"the runner ended ({runner.returncode}) before the kill"
+        return sum(map(line_count, outputs)) >= written
+
+    waiting.until(written_so_far, 300, f"the runner wrote fewer than {written} lines", 0.01)
 
 
 def refused_first(lines: list[Any], refused: int = REFUSED) -> list[Any]:

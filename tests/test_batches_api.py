@@ -230,8 +230,6 @@ def test_cancel_mid_run_keeps_partial_output_and_ends_fast(chat_server: Server) 
         done = wait(sdk, batch.id)
         # The README promises about a second; 10 s holds on a machine several times slower.
         assert done.status == "cancelled" and time.monotonic() - cancelled_at < 10
-        chat_server.wait_idle(60)
-        generated = chat_server.metric("vllm:generation_tokens_total")
     output, errors = lines_of(sdk, done.output_file_id), lines_of(sdk, done.error_file_id)
     assert 5 <= len(output) <= 10
     assert Counter(line["custom_id"] for line in output + errors) == Counter(
@@ -245,10 +243,7 @@ def test_cancel_mid_run_keeps_partial_output_and_ends_fast(chat_server: Server) 
         len(errors),
     )
     assert sdk.batches.cancel(batch.id).status == "cancelled"
-    chat_server.wait_idle(600)
-    assert chat_server.metric("vllm:generation_tokens_total") == generated, (
-        "the cancelled lines ran on in the engine"
-    )
+    assert chat_server.tokens_beside_a_probe() == 0, "the cancelled lines ran on in the engine"
 
 
 def test_a_finished_batch_cannot_be_cancelled_and_is_not_retried(chat_server: Server) -> None:

@@ -143,6 +143,8 @@ def stopped_mid_batch(durable: Restartable, count: int) -> tuple[servers.Server,
     acts. The server and the batch's id."""
     server, batch_id = fill_the_window(durable, count, refused=REFUSED)
     durable.wait_answered(batch_id, REFUSED)
+    # The refused lines' slots, freed, go to lines that wait in the frozen engine.
+    wait_metric(server, "vllm_sagemaker:batch_running", IN_FLIGHT)
     return server, batch_id
 
 

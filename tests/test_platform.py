@@ -7,6 +7,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -242,28 +243,44 @@ def serving_pids(server: Server, inference_ids: list[str], timeout: float = 120)
 
 
 def statuses_by_process(server: Server, body: dict, session_id: str) -> dict[str, set[int]]:
-    """Send the request on fresh connections, 20 at a time with no wait between them (the
-    session must stay open meanwhile), until both API-server processes answered it."""
+    """Send the request 20 times on fresh connections, with no wait between them; the statuses
+    each API-server process answered."""
+    sent = {uuid.uuid4().hex: 0 for _ in range(20)}
+    for inference_id in sent:
+        headers = {SESSION: session_id, "X-Amzn-SageMaker-Inference-Id": inference_id}
+        sent[inference_id] = invoke(server, body, **headers).status_code
     seen: dict[str, set[int]] = {}
+    for pid, status in zip(serving_pids(server, list(sent)), sent.values(), strict=True):
+        seen.setdefault(pid, set()).add(status)
+    return seen
+
+
+def across_both_processes(send: Callable[[], dict[str, set[int]]]) -> dict[str, set[int]]:
+    """What `send` saw, once one round of it reached both API-server processes."""
     for _ in range(10):
-        sent = {uuid.uuid4().hex: 0 for _ in range(20)}
-        for inference_id in sent:
-            headers = {SESSION: session_id, "X-Amzn-SageMaker-Inference-Id": inference_id}
-            sent[inference_id] = invoke(server, body, **headers).status_code
-        for pid, status in zip(serving_pids(server, list(sent)), sent.values(), strict=True):
-            seen.setdefault(pid, set()).add(status)
-        if len(seen) == 2:
+        if len(seen := send()) == 2:
             return seen
     raise AssertionError(f"only one API-server process answered: {seen}")
 
 
 def test_sessions_hold_across_two_api_server_processes(platform_server: Server) -> None:
-    session_id, _ = new_session(platform_server)
+    """Each round opens its own session and uses it at once, well inside its 10 s: a round whose
+    requests all reached one process is tried again with a new session, never with one that
+    may have expired meanwhile."""
     short = {**PROMPT, "max_tokens": 1}
-    assert all(s == {200} for s in statuses_by_process(platform_server, short, session_id).values())
-    closed = invoke(platform_server, {"requestType": "CLOSE"}, **{SESSION: session_id})
+    sessions: list[str] = []
+
+    def open_and_use() -> dict[str, set[int]]:
+        sessions.append(new_session(platform_server)[0])
+        return statuses_by_process(platform_server, short, sessions[-1])
+
+    assert all(s == {200} for s in across_both_processes(open_and_use).values())
+    closed = invoke(platform_server, {"requestType": "CLOSE"}, **{SESSION: sessions[-1]})
     assert closed.status_code == 200
-    assert all(s == {400} for s in statuses_by_process(platform_server, short, session_id).values())
+    after_close = across_both_processes(
+        lambda: statuses_by_process(platform_server, short, sessions[-1])
+    )
+    assert all(s == {400} for s in after_close.values())
 
 
 def test_sessions_expire(platform_server: Server) -> None:
