@@ -20,13 +20,15 @@ FAMILY = (
     "print(flush=True)\n"
     "time.sleep(600)\n"
 )
-# A test run: starts FAMILY through tests.processes, prints its group, then ends as told.
+# A test run: starts FAMILY through tests.processes, prints its group, and once the test has
+# looked at the group (a line on stdin), ends as told.
 TEST_RUN = (
     "import subprocess, sys, time\n"
     "from tests import processes\n"
     "family = processes.spawn([sys.executable, '-c', sys.argv[2]], stdout=subprocess.PIPE)\n"
     "family.stdout.readline()\n"
     "print(family.pid, flush=True)\n"
+    "sys.stdin.readline()\n"
     "time.sleep(600) if sys.argv[1] == 'hang' else None\n"
 )
 # An engine that prints when it runs.
@@ -60,13 +62,20 @@ def wait_gone(pgid: int, timeout: float = 120) -> None:
 
 
 def start_test_run(how: str) -> tuple[subprocess.Popen[bytes], int]:
-    """A test run that started a family; the run and the family's group, both running."""
+    """A test run that started a family; the run and the family's group, both running. The run
+    holds until the family is seen whole (a run that ended at once would have its family ended
+    by then), then goes on as `how` says."""
     run = processes.spawn(
-        [sys.executable, "-c", TEST_RUN, how, FAMILY], stdout=subprocess.PIPE, cwd=os.getcwd()
+        [sys.executable, "-c", TEST_RUN, how, FAMILY],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=os.getcwd(),
     )
-    assert run.stdout is not None
+    assert run.stdin is not None and run.stdout is not None
     pgid = int(run.stdout.readline())
     assert len(group_members(pgid)) == 2, "the family and its child run"
+    run.stdin.write(b"go on\n")
+    run.stdin.flush()
     return run, pgid
 
 
