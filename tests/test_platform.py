@@ -305,6 +305,8 @@ def test_dry_run_shows_s3_streaming_and_the_ready_timeout(s3_model: str) -> None
     command = json.loads(shown.stdout)
     assert command[command.index("--load-format") + 1] == "runai_streamer"
     assert "VLLM_ENGINE_READY_TIMEOUT_S=3600" in shown.stderr
+    # Idle connections outlive the callers' pools (vLLM's own 5 s races them: a reset).
+    assert "VLLM_HTTP_TIMEOUT_KEEP_ALIVE=75" in shown.stderr
     assert "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0" in shown.stderr
 
 

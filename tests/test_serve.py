@@ -1,7 +1,6 @@
 """`serve` as SageMaker starts it: the resolved command, configuration errors, real engines."""
 
 import contextlib
-import http.client
 import itertools
 import json
 import os
@@ -200,26 +199,6 @@ def test_a_dead_engine_nobody_pings_still_exits_non_zero(
     assert server.process.wait(timeout=120) == 1
 
 
-def test_ping_is_empty_and_quick(embed_server: servers.Server) -> None:
-    """SageMaker's health check gives /ping 2 s; an idle server answers in milliseconds."""
-    answer = httpx.get(embed_server.url + "/ping", timeout=2)
-    assert answer.content == b"" and answer.elapsed.total_seconds() < 2
-
-
-# vLLM's own keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE): shorter than the pools of its callers.
-VLLM_KEEP_ALIVE_S = 5
-
-
-def test_an_idle_connection_outlives_vllms_keep_alive(embed_server: servers.Server) -> None:
-    """A caller's pooled connection, idle longer than vLLM's own keep-alive, is still open and
-    serves the next request: the server closes an idle connection only after its callers' pools
-    have (a server that closes first races the caller's next request, which then fails with
-    "connection reset by peer"). The sleep is the behaviour: an idle spell."""
-    connection = http.client.HTTPConnection("127.0.0.1", embed_server.port, timeout=60)
-    with contextlib.closing(connection):
-        for pause_s in (VLLM_KEEP_ALIVE_S + 2, 0):
-            connection.request("GET", "/ping")
-            answer = connection.getresponse()
-            answer.read()
-            assert answer.status == 200
-            time.sleep(pause_s)
+def test_ping_is_empty(embed_server: servers.Server) -> None:
+    answer = httpx.get(embed_server.url + "/ping")
+    assert (answer.status_code, answer.content) == (200, b"")
