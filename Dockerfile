@@ -13,7 +13,7 @@ COPY pyproject.toml README.md ./
 COPY container ./container
 COPY handler ./handler
 COPY deploy ./deploy
-RUN python3 -m pip install --no-cache-dir "./[streamer]" \
+RUN python3 -m pip install --no-cache-dir "./[server]" \
     && serve --help > /dev/null
 
 ENV PYTHONUNBUFFERED=1

@@ -1,5 +1,5 @@
 import sys
 
-from container.cli import main
+from vllm_sagemaker.container.cli import main
 
 sys.exit(main())

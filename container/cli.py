@@ -1,24 +1,15 @@
 """The `vllm-sagemaker` command line: one program, one subcommand per tool.
 
-`serve` is also installed as a command of its own, because SageMaker starts the container as
-`docker run IMAGE serve`.
+`vllm-sagemaker serve` is `serve` (container.serve), also installed as a command of its own
+because SageMaker starts the container as `docker run IMAGE serve`. The other subcommands are the
+client's (the deploy kit and the batch tools); they load only when one of them is asked for.
 """
 
 import argparse
 import sys
 from collections.abc import Sequence
 
-from container import serve
-from deploy import batch, commands, transform
-
-
-def _serve_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the resolved vLLM command as a JSON array and exit without starting it",
-    )
-    return parser
+from vllm_sagemaker.container import serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,8 +17,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vllm-sagemaker",
         description="Serve LLMs with vLLM on Amazon SageMaker, and run batch jobs against them.",
     )
+    # The client's commands: loaded here, never by `serve`, which starts vLLM without them.
+    from vllm_sagemaker.deploy.aws import commands
+    from vllm_sagemaker.deploy.batch import runner as batch
+    from vllm_sagemaker.deploy.transform import runner as transform
+
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _serve_parser(
+    serve.add_arguments(
         subcommands.add_parser(
             "serve",
             help="start vLLM's OpenAI server configured from the environment",
@@ -69,38 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _strip_serve(argv: Sequence[str]) -> list[str]:
-    """SageMaker appends `serve` to `docker run IMAGE`; accept it (once or repeated) and drop it."""
-    args = list(argv)
-    while args and args[0] == "serve":
-        args.pop(0)
-    return args
-
-
-def serve_main(argv: Sequence[str] | None = None) -> int:
-    """The `serve` command (the image's entrypoint)."""
-    parser = _serve_parser(
-        argparse.ArgumentParser(
-            prog="serve", description="Start vLLM's OpenAI server configured from the environment."
-        )
-    )
-    args, extra = parser.parse_known_args(_strip_serve(sys.argv[1:] if argv is None else argv))
-    return serve.run(extra, args.dry_run)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The `vllm-sagemaker` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     if argv[:1] == ["serve"]:
-        return serve_main(argv[1:])
+        return serve.main(argv[1:])
+    parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if args.command == "batch":
-        return batch.main(args, extra)
-    if extra:
+    if args.command != "batch" and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "batch":
+        from vllm_sagemaker.deploy.batch import runner as batch
+
+        return batch.main(args, extra)
     if args.command == "transform":
+        from vllm_sagemaker.deploy.transform import runner as transform
+
         return transform.main(args)
-    if args.command == "deploy":
-        return commands.main(args)
-    return 0
+    from vllm_sagemaker.deploy.aws import commands
+
+    return commands.main(args)

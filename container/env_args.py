@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 SM_VLLM_PREFIX = "SM_VLLM_"
 DEFAULT_PORT = 8080
 DEFAULT_MODEL_DIR = "/opt/ml/model"
-MIDDLEWARE = "handler.SageMakerMiddleware"
+MIDDLEWARE = "vllm_sagemaker.handler.middleware.SageMakerMiddleware"
 # SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
 # TimeoutInSeconds); vLLM gives up on its engine after 600 s unless told otherwise.
 ENGINE_READY_TIMEOUT_S = 3600

@@ -6,19 +6,22 @@ and turns a configuration error (of the server, of the handler that will run ins
 the customer's handler specs) into one clear message before anything starts.
 """
 
+import argparse
 import json
 import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from container import env_args, handler_specs, hardware, requirements
-from handler.config import Config
+from vllm_sagemaker.container import env_args, hardware, requirements
+from vllm_sagemaker.handler.core import handler_specs
+from vllm_sagemaker.handler.core.config import Config
+from vllm_sagemaker.handler.core.install import server_missing
 
 # `vllm serve` of this interpreter's vLLM (see container.vllm_cli). Unlike vLLM's single
 # API-server module, it honours --api-server-count (several API-server processes), headless
 # mode and data-parallel supervisors.
-VLLM_SERVE = ("-m", "container.vllm_cli", "serve")
+VLLM_SERVE = ("-m", "vllm_sagemaker.container.vllm_cli", "serve")
 
 
 def server_command(
@@ -43,6 +46,10 @@ def server_command(
 
 def run(extra: Sequence[str], dry_run: bool) -> int:
     """Print the resolved command (`dry_run`) or replace this process with the server."""
+    missing = None if dry_run else server_missing("serve")
+    if missing:
+        print(f"serve: {missing}", file=sys.stderr)
+        return 1
     try:
         Config.from_env(os.environ)
         command, added = server_command(os.environ, extra)
@@ -70,3 +77,32 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(command[0], command, {**os.environ, **added})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of `serve` (all others pass through to vLLM)."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved vLLM command as a JSON array and exit without starting it",
+    )
+    return parser
+
+
+def _strip_serve(argv: Sequence[str]) -> list[str]:
+    """SageMaker appends `serve` to `docker run IMAGE`; accept it (once or repeated) and drop it."""
+    args = list(argv)
+    while args and args[0] == "serve":
+        args.pop(0)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `serve` command (the image's entrypoint)."""
+    parser = add_arguments(
+        argparse.ArgumentParser(
+            prog="serve", description="Start vLLM's OpenAI server configured from the environment."
+        )
+    )
+    args, extra = parser.parse_known_args(_strip_serve(sys.argv[1:] if argv is None else argv))
+    return run(extra, args.dry_run)

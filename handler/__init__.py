@@ -1,5 +1,3 @@
-"""The SageMaker handler: an ASGI middleware that runs inside vLLM's OpenAI server."""
+"""The SageMaker handler: an ASGI middleware that runs inside vLLM's OpenAI server.
 
-from handler.middleware import SageMakerMiddleware
-
-__all__ = ["SageMakerMiddleware"]
+vLLM loads it with `--middleware vllm_sagemaker.handler.middleware.SageMakerMiddleware`."""

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable
 from types import FrameType
 
-from handler.logs import logger
+from vllm_sagemaker.handler.logs import logger
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 FAILED = 1

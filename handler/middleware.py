@@ -11,22 +11,21 @@ bodies over the payload limit get 413, and everything else goes to vLLM untouche
 """
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from handler.batches import admission
-from handler.batches import routes as batch_routes
-from handler.batches.window import BatchWindow
-from handler.config import Config
-from handler.lifecycle import StopRequests
-from handler.logs import logger
-from handler.records import kinds
-from handler.records.errors import RequestError
-from handler.records.messages import header, respond, respond_error, too_large
-from handler.records.pipeline import Pipeline
-from handler.records.routing import custom_attributes, is_batch_work
-from handler.sagemaker import adapters, custom_code
-from handler.sagemaker.auth import ApiKeys
-from handler.sagemaker.invocations import CUSTOM_ATTRIBUTES, Invocations
-from handler.sagemaker.ping import Ping
+from vllm_sagemaker.handler.batches import admission
+from vllm_sagemaker.handler.batches import routes as batch_routes
+from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core import kinds
+from vllm_sagemaker.handler.core.config import Config
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.routing import custom_attributes, is_batch_work
+from vllm_sagemaker.handler.lifecycle import StopRequests
+from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.records.messages import header, respond, respond_error, too_large
+from vllm_sagemaker.handler.records.pipeline import Pipeline
+from vllm_sagemaker.handler.sagemaker import adapters, custom_code
+from vllm_sagemaker.handler.sagemaker.auth import ApiKeys
+from vllm_sagemaker.handler.sagemaker.invocations import CUSTOM_ATTRIBUTES, Invocations
+from vllm_sagemaker.handler.sagemaker.ping import Ping
 
 
 def is_live(scope: Scope) -> bool:

@@ -17,10 +17,11 @@ from typing import Any
 import boto3
 import botocore.exceptions
 import pytest
+from vllm_sagemaker.deploy.batch import targets
+from vllm_sagemaker.deploy.batch.runner import answer_chunk, chunks, too_large
+from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.handler.core.batch_lines import Checked, Fault
 
-from deploy import invoke, targets
-from deploy.batch import answer_chunk, chunks, too_large
-from handler.records.batch_lines import Checked, Fault
 from tests import cli, processes
 from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator

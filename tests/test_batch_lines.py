@@ -4,12 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from deploy.batch import Answered, error_line, staged_path
-from handler.records import batch_lines
-from handler.records.batch_lines import LineChecker, outcome, repair, request_fault
-from handler.records.errors import INTERNAL_ERROR, RequestError
-from handler.records.formats import batch_error_line
+from vllm_sagemaker.deploy.batch.runner import Answered, error_line, staged_path
+from vllm_sagemaker.handler.core import batch_lines
+from vllm_sagemaker.handler.core.batch_lines import LineChecker, outcome, repair, request_fault
+from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
+from vllm_sagemaker.handler.core.formats import batch_error_line
 
 
 def line(custom_id: object, **extra: object) -> bytes:

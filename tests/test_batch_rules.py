@@ -3,14 +3,12 @@
 import json
 
 import pytest
-
-from container.env_args import ConfigError
-from handler.config import Config
-from handler.records import formats, jsonlines, routing
-from handler.records.errors import RequestError
-from handler.records.pipeline import MULTI_RECORD
-from handler.records.routing import Answer
-from handler.sagemaker import execution_parameters
+from vllm_sagemaker.container.env_args import ConfigError
+from vllm_sagemaker.handler.core import execution_parameters, formats, jsonlines, routing
+from vllm_sagemaker.handler.core.config import Config
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.routing import Answer
+from vllm_sagemaker.handler.records.pipeline import MULTI_RECORD
 
 BOM = jsonlines.BOM
 

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import boto3
 import pytest
+from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST
 
-from deploy.batch import LINES_PER_REQUEST
 from tests import cli, processes, waiting
 from tests.json_lines import parse_lines
 from tests.local_http import serving

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from vllm_sagemaker.handler.batches import admission
 
-from handler.batches import admission
 from tests import cli, processes, servers, waiting
 from tests.json_lines import parse_lines
 from tests.test_batches_api import (

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-
-from handler.batches import admission, batch_object
-from handler.batches.batches_api import cancelled
-from handler.batches.store import Claim, Store, StoredFile, Work
-from handler.batches.window import BatchWindow
-from handler.records.batch_lines import MAX_LINES, validate
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.batches import admission, batch_object
+from vllm_sagemaker.handler.batches.batches_api import cancelled
+from vllm_sagemaker.handler.batches.store import Claim, Store, StoredFile, Work
+from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core.batch_lines import MAX_LINES, validate
+from vllm_sagemaker.handler.core.errors import RequestError
 
 SERVED = frozenset({"/v1/chat/completions", "/v1/completions", "/tokenize"})
 

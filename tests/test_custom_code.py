@@ -23,7 +23,7 @@ import json
 import model_hosting_container_standards.sagemaker as sagemaker_standards
 from fastapi import Request
 
-from handler.sagemaker.custom_code import invoke
+from vllm_sagemaker.handler.sagemaker.custom_code import invoke
 """
 # env ping (beating a decorator and a function); invocations by a function that runs our
 # pipeline on a JSON Lines body it builds; a package from requirements.txt.

@@ -2,8 +2,8 @@
 source without running it, and the pip command for requirements.txt."""
 
 import pytest
-
-from container import handler_specs, requirements
+from vllm_sagemaker.container import requirements
+from vllm_sagemaker.handler.core import handler_specs
 
 SCRIPT = """
 import json

@@ -7,8 +7,9 @@ from typing import Any
 
 import boto3
 import pytest
+from vllm_sagemaker.deploy.aws import commands, split
+from vllm_sagemaker.deploy.aws import plan as aws_plan
 
-from deploy import aws_plan, commands, split
 from tests import cli
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"

@@ -1,9 +1,8 @@
 """The env -> argv rules, as a table of cases."""
 
 import pytest
-
-from container import env_args, hardware
-from container.env_args import ConfigError
+from vllm_sagemaker.container import env_args, hardware
+from vllm_sagemaker.container.env_args import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -122,7 +121,7 @@ def test_server_args_acceptance_example() -> None:
         "--disable-access-log-for-endpoints",
         "/ping",
         "--middleware",
-        "handler.SageMakerMiddleware",
+        "vllm_sagemaker.handler.middleware.SageMakerMiddleware",
     ]
 
 

@@ -4,11 +4,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
-from handler.batches import files_api, paging, routes
-from handler.batches.store import Store, StoredFile
-from handler.batches.uploads import receive_upload
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.batches import files_api, paging, routes
+from vllm_sagemaker.handler.batches.store import Store, StoredFile
+from vllm_sagemaker.handler.batches.uploads import receive_upload
+from vllm_sagemaker.handler.core.errors import RequestError
 
 BOUNDARY = "b0undary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

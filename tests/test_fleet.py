@@ -13,10 +13,11 @@ from typing import Any
 
 import boto3
 import pytest
+from vllm_sagemaker.deploy.fleet import runner as fleet
+from vllm_sagemaker.deploy.fleet.jobs import JobSpec
+from vllm_sagemaker.deploy.fleet.shards import MAX_JOB_NAME, Job, Plan, Shard, job_name, shard_sizes
+from vllm_sagemaker.deploy.io import storage
 
-from deploy import fleet, storage
-from deploy.fleet_jobs import JobSpec
-from deploy.shards import MAX_JOB_NAME, Job, Plan, Shard, job_name, shard_sizes
 from tests import cli
 from tests.json_lines import parse_lines
 from tests.servers import Server

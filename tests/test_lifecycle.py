@@ -1,4 +1,4 @@
-"""Stop requests and the exit status (handler.lifecycle), without an engine."""
+"""Stop requests and the exit status (vllm_sagemaker.handler.lifecycle), without an engine."""
 
 import signal
 import subprocess
@@ -6,8 +6,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from vllm_sagemaker.handler.lifecycle import StopRequests
 
-from handler.lifecycle import StopRequests
 from tests import processes
 
 
@@ -43,7 +43,11 @@ def test_an_ignored_signal_stays_ignored(restored_handlers: None) -> None:
 
 def run(code: str) -> subprocess.CompletedProcess[str]:
     return processes.run(
-        [sys.executable, "-c", "from handler.lifecycle import StopRequests\n" + code],
+        [
+            sys.executable,
+            "-c",
+            "from vllm_sagemaker.handler.lifecycle import StopRequests\n" + code,
+        ],
         text=True,
         timeout=300,
     )

@@ -5,9 +5,9 @@ import asyncio
 import re
 
 import pytest
-
-from deploy import invoke, pace
-from deploy.pace import Pace
+from vllm_sagemaker.deploy.batch import pace
+from vllm_sagemaker.deploy.batch.pace import Pace
+from vllm_sagemaker.deploy.io import invoke
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from container import env_args
-from handler.config import MIB, Config
-from handler.logs import logfmt
-from handler.records import routing, usage
-from handler.records.errors import RequestError
-from handler.sagemaker import adapters, sessions
+from vllm_sagemaker.container import env_args
+from vllm_sagemaker.handler.core import routing, usage
+from vllm_sagemaker.handler.core.config import MIB, Config
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.logs import logfmt
+from vllm_sagemaker.handler.sagemaker import adapters, sessions
 
 SERVED = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}

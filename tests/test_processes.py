@@ -33,10 +33,10 @@ TEST_RUN = (
 )
 # An engine that prints when it runs.
 ENGINE = "import time\nprint(flush=True)\ntime.sleep(600)\n"
-# A runner: starts ENGINE with deploy.local_engine.spawn_tied, as it starts `serve`.
+# A runner: starts ENGINE with deploy.batch.local_engine.spawn_tied, as it starts `serve`.
 RUNNER = (
     "import os, sys, time\n"
-    "from deploy.local_engine import spawn_tied\n"
+    "from vllm_sagemaker.deploy.batch.local_engine import spawn_tied\n"
     "engine = [sys.executable, '-c', sys.argv[1]]\n"
     "spawn_tied(engine, dict(os.environ), sys.stdout.buffer)\n"
     "time.sleep(600)\n"

@@ -3,11 +3,10 @@
 import json
 
 import pytest
-
-from handler.records import content_types, json_record, kinds, routing, tgi
-from handler.records.errors import RequestError
-from handler.records.routing import Answer, BatchLineError
-from handler.sagemaker.auth import ApiKeys
+from vllm_sagemaker.handler.core import content_types, json_record, kinds, routing, tgi
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.routing import Answer, BatchLineError
+from vllm_sagemaker.handler.sagemaker.auth import ApiKeys
 
 GENERATE = frozenset(
     {

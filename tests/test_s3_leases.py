@@ -11,12 +11,11 @@ import uuid
 
 import boto3
 import pytest
-
-from handler.batches import leases
-from handler.batches.leases import Lease
-from handler.batches.s3.chunks import Chunks, Held
-from handler.batches.s3.objects import Bucket, Conflict, parse_uri
-from handler.batches.store import StoreError
+from vllm_sagemaker.handler.batches import leases
+from vllm_sagemaker.handler.batches.leases import Lease
+from vllm_sagemaker.handler.batches.s3.chunks import Chunks, Held
+from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict, parse_uri
+from vllm_sagemaker.handler.batches.store import StoreError
 
 LEASE_S = 10.0
 A, B = "host-a/1/aa", "host-b/2/bb"

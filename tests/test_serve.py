@@ -13,6 +13,7 @@ import httpx
 import openai
 import psutil
 import pytest
+from vllm_sagemaker.container import env_args
 
 from tests import cli, processes, servers, waiting
 from tests.conftest import AUTH
@@ -44,7 +45,7 @@ def test_dry_run_prints_the_vllm_command() -> None:
     assert command[command.index("--tensor-parallel-size") + 1] == "2"
     assert command[command.index("--port") + 1] == "8080"
     assert command[command.index("--served-model-name") + 1] == "my model"
-    assert command[command.index("--middleware") + 1] == "handler.SageMakerMiddleware"
+    assert command[command.index("--middleware") + 1] == env_args.MIDDLEWARE
     assert "--enable-prefix-caching" in command
     assert "--disable-log-stats" not in command
 

@@ -5,11 +5,10 @@ import json
 from typing import Any
 
 import pytest
-
-from deploy.data_processing import DataProcessing
-from deploy.jsonpath import JsonPath, JsonPathError
-from deploy.packing import RecordTooLarge, mini_batches, whole_file
-from deploy.transform import (
+from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
+from vllm_sagemaker.deploy.transform.packing import RecordTooLarge, mini_batches, whole_file
+from vllm_sagemaker.deploy.transform.runner import (
     FileFailed,
     JobError,
     Settings,

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from vllm_sagemaker.deploy.fleet.jobs import TransformSettings, transform_job
+from vllm_sagemaker.deploy.transform.runner import transform_all
 
-from deploy.fleet_jobs import TransformSettings, transform_job
-from deploy.transform import transform_all
 from tests.local_http import serving
 
 TARGET = "X-Amz-Target"

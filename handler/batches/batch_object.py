@@ -9,8 +9,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from handler.records import json_record, kinds
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core import json_record, kinds
+from vllm_sagemaker.handler.core.errors import RequestError
 
 COMPLETION_WINDOW = "24h"
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512

@@ -17,16 +17,15 @@ import uuid
 from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
-
-from handler.batches import batch_object, paging
-from handler.batches.files_api import not_found as file_not_found
-from handler.batches.s3.store import S3Store
-from handler.batches.scheduler import Scheduler
-from handler.batches.store import Batch, Store
-from handler.records import asgi_call
-from handler.records.errors import RequestError
-from handler.records.messages import ClientGone, read_body, respond, respond_error
-from handler.records.pipeline import Pipeline
+from vllm_sagemaker.handler.batches import batch_object, paging
+from vllm_sagemaker.handler.batches.files_api import not_found as file_not_found
+from vllm_sagemaker.handler.batches.s3.store import S3Store
+from vllm_sagemaker.handler.batches.scheduler import Scheduler
+from vllm_sagemaker.handler.batches.store import Batch, Store
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.messages import ClientGone, read_body, respond, respond_error
+from vllm_sagemaker.handler.records.pipeline import Pipeline
 
 PREFIX = "/v1/batches"
 MAX_BODY_BYTES = 1024 * 1024

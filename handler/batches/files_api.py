@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
-
-from handler.batches import paging
-from handler.batches.s3.store import S3Store
-from handler.batches.store import Store, StoredFile
-from handler.batches.uploads import receive_upload
-from handler.records.errors import RequestError
-from handler.records.messages import ClientGone, respond, respond_error, text_header
+from vllm_sagemaker.handler.batches import paging
+from vllm_sagemaker.handler.batches.s3.store import S3Store
+from vllm_sagemaker.handler.batches.store import Store, StoredFile
+from vllm_sagemaker.handler.batches.uploads import receive_upload
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.records.messages import ClientGone, respond, respond_error, text_header
 
 PREFIX = "/v1/files"
 UPLOAD_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core.errors import RequestError
 
 # Every id this server gives out (`file-<hex>`, `file-<hex>-output`, `batch_<hex>`) is of this form.
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from handler.batches.batch_object import add_usage, zero_usage
-from handler.records.batch_lines import Outcome, repair
+from vllm_sagemaker.handler.batches.batch_object import add_usage, zero_usage
+from vllm_sagemaker.handler.core.batch_lines import Outcome, repair
 
 OUTPUT, ERRORS = "output.jsonl", "errors.jsonl"
 

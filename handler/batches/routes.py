@@ -9,21 +9,20 @@ requests.
 """
 
 from starlette.types import Receive, Scope, Send
-
-from deploy import storage
-from handler.batches import batches_api, files_api
-from handler.batches.runner import RunSettings, Runtime
-from handler.batches.s3.store import S3Store
-from handler.batches.scheduler import Scheduler, runner_id
-from handler.batches.store import Store, StoreError, StoreUnavailable
-from handler.batches.window import BatchWindow
-from handler.config import BatchApiSettings
-from handler.lifecycle import StopRequests
-from handler.logs import logger
-from handler.records.asgi_call import Headers
-from handler.records.errors import RequestError
-from handler.records.messages import respond_error
-from handler.records.pipeline import Pipeline
+from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.handler.batches import batches_api, files_api
+from vllm_sagemaker.handler.batches.runner import RunSettings, Runtime
+from vllm_sagemaker.handler.batches.s3.store import S3Store
+from vllm_sagemaker.handler.batches.scheduler import Scheduler, runner_id
+from vllm_sagemaker.handler.batches.store import Store, StoreError, StoreUnavailable
+from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core.config import BatchApiSettings
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.lifecycle import StopRequests
+from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.records.asgi_call import Headers
+from vllm_sagemaker.handler.records.messages import respond_error
+from vllm_sagemaker.handler.records.pipeline import Pipeline
 
 PREFIXES = (files_api.PREFIX, batches_api.PREFIX)
 # Also served without `/v1`: LiteLLM's documented config names a vLLM server without it

@@ -3,7 +3,7 @@ its validation, its lines (the whole batch's in the embedded store, one chunk's 
 store), or in the S3 store the assembly of its chunks' results once all are done.
 
 - `validating`: the input file is checked with the project's batch-line rules
-  (`handler.records.batch_lines.validate`, every bad line listed) and the batch is `failed` or
+  (`handler.core.batch_lines.validate`, every bad line listed) and the batch is `failed` or
   `in_progress`; nothing reaches the engine before that.
 - `in_progress` / `cancelling`: the lines not answered yet go through the record pipeline
   (`Pipeline.record`, the code that answers `/invocations` records) in a sliding window; each
@@ -28,23 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from starlette.types import Scope
-
-from handler.batches import admission, metrics
-from handler.batches.batch_object import add_usage
-from handler.batches.chunking import measured
-from handler.batches.results import Results, Tallies
-from handler.batches.s3.store import S3Store
-from handler.batches.store import Batch, Claim, Store, StoredFile, Work
-from handler.batches.window import BatchWindow
-from handler.lifecycle import StopRequests
-from handler.logs import logger
-from handler.records import asgi_call
-from handler.records.batch_lines import Outcome, Validation, outcome, validate
-from handler.records.context import RecordContext
-from handler.records.errors import RequestError
-from handler.records.jsonlines import iter_records
-from handler.records.minibatch import Stop
-from handler.records.pipeline import Pipeline
+from vllm_sagemaker.handler.batches import admission, metrics
+from vllm_sagemaker.handler.batches.batch_object import add_usage
+from vllm_sagemaker.handler.batches.chunking import measured
+from vllm_sagemaker.handler.batches.results import Results, Tallies
+from vllm_sagemaker.handler.batches.s3.store import S3Store
+from vllm_sagemaker.handler.batches.store import Batch, Claim, Store, StoredFile, Work
+from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core.batch_lines import Outcome, Validation, outcome, validate
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.jsonlines import iter_records
+from vllm_sagemaker.handler.lifecycle import StopRequests
+from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.context import RecordContext
+from vllm_sagemaker.handler.records.minibatch import Stop
+from vllm_sagemaker.handler.records.pipeline import Pipeline
 
 CANCELLED = RequestError(499, "This request was cancelled before it completed.", "batch_cancelled")
 EXPIRED = RequestError(

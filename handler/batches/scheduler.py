@@ -18,9 +18,9 @@ import os
 import socket
 import uuid
 
-from handler.batches.runner import BatchRun, RunEnded, Runtime
-from handler.batches.store import Claim
-from handler.logs import logger
+from vllm_sagemaker.handler.batches.runner import BatchRun, RunEnded, Runtime
+from vllm_sagemaker.handler.batches.store import Claim
+from vllm_sagemaker.handler.logs import logger
 
 POLL_S = 1.0
 

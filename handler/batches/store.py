@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from handler.batches.chunking import Part
+from vllm_sagemaker.handler.batches.chunking import Part
 
 Batch = dict[str, Any]
 

@@ -14,9 +14,8 @@ from typing import BinaryIO
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive
-
-from handler.records.errors import RequestError
-from handler.records.messages import ClientGone
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.records.messages import ClientGone
 
 MAX_FIELDS = 16
 MAX_FIELD_BYTES = 64 * 1024

@@ -13,8 +13,8 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
-from handler.batches import admission, metrics
-from handler.logs import logger
+from vllm_sagemaker.handler.batches import admission, metrics
+from vllm_sagemaker.handler.logs import logger
 
 # How often a waiting batch line looks at the window again when nothing else wakes it.
 RECHECK_S = 0.25

@@ -9,10 +9,9 @@ import asyncio
 from dataclasses import dataclass, field
 
 from starlette.types import Scope
-
-from handler.records import usage
-from handler.records.minibatch import Stop
-from handler.records.routing import Target
+from vllm_sagemaker.handler.core import usage
+from vllm_sagemaker.handler.core.routing import Target
+from vllm_sagemaker.handler.records.minibatch import Stop
 
 Headers = list[tuple[bytes, bytes]]
 

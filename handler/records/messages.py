@@ -1,10 +1,9 @@
 """ASGI messages: request headers and bodies in, whole answers out."""
 
 from starlette.types import Receive, Scope, Send
-
-from handler.config import MIB
-from handler.records.asgi_call import Headers
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core.config import MIB
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.records.asgi_call import Headers
 
 JSON = b"application/json"
 JSON_LINES = b"application/jsonlines"

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core.errors import RequestError
 
 CLIENT_GONE = RequestError(499, "the client closed the connection", "client_closed")
 

@@ -10,12 +10,12 @@ multi-record body and always returns its output line. What they need to run is o
 import asyncio
 
 from starlette.types import ASGIApp, Scope
-
-from handler.logs import logger
-from handler.records import asgi_call, formats, json_record, kinds, routing
-from handler.records.context import RecordContext
-from handler.records.errors import INTERNAL_ERROR, RequestError
-from handler.records.routing import BatchLineError, Target
+from vllm_sagemaker.handler.core import formats, json_record, kinds, routing
+from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
+from vllm_sagemaker.handler.core.routing import BatchLineError, Target
+from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.context import RecordContext
 
 JSON_MEDIA = b"application/json"
 MULTI_RECORD = "records of a multi-record body"

@@ -15,11 +15,10 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from handler.logs import logfmt, logger
-from handler.records import asgi_call
-from handler.records.errors import RequestError
-from handler.records.messages import (
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.logs import logfmt, logger
+from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.messages import (
     TEXT,
     ClientGone,
     read_body,

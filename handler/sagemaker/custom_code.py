@@ -24,10 +24,9 @@ from model_hosting_container_standards.common.handler.registry import handler_re
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Message
-
-from container import handler_specs
-from handler.logs import logger
-from handler.records import asgi_call
+from vllm_sagemaker.handler.core import handler_specs
+from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.records import asgi_call
 
 # Where the middleware leaves its /invocations for a customer handler to find.
 SCOPE_KEY = "vllm_sagemaker.invocations"

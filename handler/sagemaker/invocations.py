@@ -15,16 +15,23 @@ import time
 import uuid
 
 from starlette.types import Message, Receive, Scope, Send
-
-from handler.batches import metrics
-from handler.batches.window import BatchWindow
-from handler.config import Config
-from handler.logs import logfmt, logger
-from handler.records import asgi_call, content_types, jsonlines, minibatch
-from handler.records.context import RecordContext
-from handler.records.errors import RequestError
-from handler.records.formats import batch_error_line
-from handler.records.messages import (
+from vllm_sagemaker.handler.batches import metrics
+from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core import content_types, jsonlines
+from vllm_sagemaker.handler.core.config import Config
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.formats import batch_error_line
+from vllm_sagemaker.handler.core.routing import (
+    Answer,
+    BatchLineError,
+    Target,
+    custom_attributes,
+    is_batch_work,
+)
+from vllm_sagemaker.handler.logs import logfmt, logger
+from vllm_sagemaker.handler.records import asgi_call, minibatch
+from vllm_sagemaker.handler.records.context import RecordContext
+from vllm_sagemaker.handler.records.messages import (
     JSON_LINES,
     TEXT,
     ClientGone,
@@ -34,10 +41,9 @@ from handler.records.messages import (
     respond_error,
     text_header,
 )
-from handler.records.minibatch import CLIENT_GONE, Stop
-from handler.records.pipeline import Pipeline
-from handler.records.routing import Answer, BatchLineError, Target, custom_attributes, is_batch_work
-from handler.sagemaker import adapters, sessions
+from vllm_sagemaker.handler.records.minibatch import CLIENT_GONE, Stop
+from vllm_sagemaker.handler.records.pipeline import Pipeline
+from vllm_sagemaker.handler.sagemaker import adapters, sessions
 
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
 INFERENCE_ID = b"x-amzn-sagemaker-inference-id"

@@ -3,10 +3,9 @@
 import asyncio
 
 from starlette.types import ASGIApp, Scope, Send
-
-from handler.lifecycle import StopRequests
-from handler.records import asgi_call
-from handler.records.messages import respond
+from vllm_sagemaker.handler.lifecycle import StopRequests
+from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.messages import respond
 
 EXIT_DELAY_S = 0.5
 

@@ -19,9 +19,8 @@ import time
 from dataclasses import dataclass
 
 from model_hosting_container_standards.sagemaker.sessions.manager import Session, SessionManager
-
-from handler.records import json_record
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core import json_record
+from vllm_sagemaker.handler.core.errors import RequestError
 
 SESSION_ID = b"x-amzn-sagemaker-session-id"
 NEW_SESSION_ID = b"x-amzn-sagemaker-new-session-id"

@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from handler.batches import leases
-from handler.batches.leases import Lease
-from handler.batches.s3.objects import Bucket, Conflict
+from vllm_sagemaker.handler.batches import leases
+from vllm_sagemaker.handler.batches.leases import Lease
+from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict
 
 KINDS = ("output", "errors")
 

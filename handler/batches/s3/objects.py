@@ -21,9 +21,8 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-
-from deploy import storage
-from handler.batches.store import StoreError, StoreUnavailable
+from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.handler.batches.store import StoreError, StoreUnavailable
 
 CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict"}
 MISSING = {"NoSuchKey", "404", "NotFound"}

@@ -32,14 +32,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from handler.batches import leases
-from handler.batches.batch_object import add_usage
-from handler.batches.chunking import Part, cut
-from handler.batches.leases import Lease
-from handler.batches.s3.chunks import KINDS, Chunks
-from handler.batches.s3.objects import Bucket, Conflict
-from handler.batches.store import UNFINISHED, Batch, Claim, Page, StoredFile, StoreError, Work
-from handler.config import DEFAULT_CHUNK_LINES
+from vllm_sagemaker.handler.batches import leases
+from vllm_sagemaker.handler.batches.batch_object import add_usage
+from vllm_sagemaker.handler.batches.chunking import Part, cut
+from vllm_sagemaker.handler.batches.leases import Lease
+from vllm_sagemaker.handler.batches.s3.chunks import KINDS, Chunks
+from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict
+from vllm_sagemaker.handler.batches.store import (
+    UNFINISHED,
+    Batch,
+    Claim,
+    Page,
+    StoredFile,
+    StoreError,
+    Work,
+)
+from vllm_sagemaker.handler.core.config import DEFAULT_CHUNK_LINES
 
 INDEX_DIGITS = 20
 NEWEST = 10**INDEX_DIGITS - 1

@@ -1,14 +1,14 @@
 """`vllm-sagemaker batch`: an OpenAI batch file through the container's record pipeline.
 
 Lines are read as a stream, checked for what only the file can know
-(`handler.records.batch_lines`), and sent in JSON Lines mini-batches (at most 32 lines and 6 MB) to
+(`handler.core.batch_lines`), and sent in JSON Lines mini-batches (at most 32 lines and 6 MB) to
 `/invocations`, where each line goes through the same pipeline as any SageMaker record. The
 container is reached at a URL, or as a SageMaker endpoint through the runtime API
-(`deploy.targets`); a mini-batch the model refuses as a whole becomes error lines for its lines. At
-most `--max-inflight` lines are in flight; answers are appended to the output as each mini-batch
-finishes, in input order, so memory stays flat and a crash loses at most the lines in flight.
-`--resume` reads back what the output already holds (repairing a half-written last line) and
-answers only the rest.
+(`deploy.batch.targets`); a mini-batch the model refuses as a whole becomes error lines for its
+lines. At most `--max-inflight` lines are in flight; answers are appended to the output as each
+mini-batch finishes, in input order, so memory stays flat and a crash loses at most the lines in
+flight. `--resume` reads back what the output already holds (repairing a half-written last line)
+and answers only the rest.
 """
 
 import argparse
@@ -26,15 +26,23 @@ from typing import IO
 
 import httpx
 from tqdm import tqdm
-
-from deploy import invoke, local_engine, storage, targets
-from deploy.ordered import in_order
-from deploy.pace import Pace
-from deploy.targets import MAX_REQUEST_BYTES, Target
-from handler.records.batch_lines import Checked, Fault, Outcome, checked_lines, outcome, repair
-from handler.records.errors import RequestError
-from handler.records.formats import batch_error_line
-from handler.records.jsonlines import iter_records, split
+from vllm_sagemaker.deploy.batch import local_engine, targets
+from vllm_sagemaker.deploy.batch.pace import Pace
+from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Target
+from vllm_sagemaker.deploy.io import invoke, storage
+from vllm_sagemaker.deploy.io.ordered import in_order
+from vllm_sagemaker.handler.core.batch_lines import (
+    Checked,
+    Fault,
+    Outcome,
+    checked_lines,
+    outcome,
+    repair,
+)
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.formats import batch_error_line
+from vllm_sagemaker.handler.core.install import server_missing
+from vllm_sagemaker.handler.core.jsonlines import iter_records, split
 
 LINES_PER_REQUEST = 32
 DEFAULT_MAX_INFLIGHT = 512
@@ -410,6 +418,10 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
     if extra and not args.model:
         print(f"batch: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
         return 2
+    missing = server_missing("batch --model") if args.model else None
+    if missing:
+        print(f"batch: {missing}", file=sys.stderr)
+        return 1
     job = BatchJob(
         input=args.input_file,
         output=args.output_file,

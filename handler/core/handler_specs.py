@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from container import env_args
+from vllm_sagemaker.container import env_args
 
 HANDLER_VARIABLES = ("CUSTOM_FASTAPI_PING_HANDLER", "CUSTOM_FASTAPI_INVOCATION_HANDLER")
 SCRIPT_VARIABLE = "CUSTOM_SCRIPT_FILENAME"

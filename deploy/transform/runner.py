@@ -17,14 +17,18 @@ from typing import IO
 
 import httpx
 from tqdm import tqdm
-
-from deploy import invoke, storage
-from deploy.data_processing import DataProcessing
-from deploy.jsonpath import JsonPath, JsonPathError
-from deploy.ordered import in_order
-from deploy.packing import MiniBatch, RecordTooLarge, mini_batches, whole_file
-from handler.config import MIB
-from handler.records.jsonlines import iter_records
+from vllm_sagemaker.deploy.io import invoke, storage
+from vllm_sagemaker.deploy.io.ordered import in_order
+from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
+from vllm_sagemaker.deploy.transform.packing import (
+    MiniBatch,
+    RecordTooLarge,
+    mini_batches,
+    whole_file,
+)
+from vllm_sagemaker.handler.core.config import MIB
+from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 # SageMaker's defaults when neither the job nor the container says otherwise.
 DEFAULT_CONCURRENCY = 1

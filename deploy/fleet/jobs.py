@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import boto3
-
-from deploy import aws_plan, invoke, transform
-from deploy.aws_plan import Call
-from deploy.shards import Job
+from vllm_sagemaker.deploy.aws import plan as aws_plan
+from vllm_sagemaker.deploy.aws.plan import Call
+from vllm_sagemaker.deploy.fleet.shards import Job
+from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.deploy.transform import runner as transform
 
 DEFAULT_POLL_S = 15.0
 ENDED = frozenset({"Completed", "Failed", "Stopped"})

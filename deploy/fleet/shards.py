@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deploy import split
+from vllm_sagemaker.deploy.aws import split
 
 DEFAULT_SHARD_LINES = 2000
 # Transform job names: at most 63 characters.

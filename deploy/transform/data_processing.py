@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.jsonpath import JsonPath, dumps
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, dumps
 
 
 def _value(raw: bytes) -> Any:

@@ -1,6 +1,6 @@
 """`vllm-sagemaker deploy ...`: endpoints, transform jobs, invocations and clean-up on SageMaker.
 
-Each command builds its plan with `deploy.aws_plan` and carries it out with `deploy.aws_run`;
+Each command builds its plan with `deploy.aws.plan` and carries it out with `deploy.aws.run`;
 `--dry-run` prints the plan as JSON and calls nothing.
 """
 
@@ -19,12 +19,15 @@ from typing import Any
 
 import boto3
 import botocore.exceptions
-
-from deploy import aws_plan, aws_run, fleet, split, storage
-from deploy.aws_plan import Call, ModelSource
-from deploy.fleet_jobs import LocalJobs, SageMakerJobs, TransformSettings
-from deploy.instances import TRANSFORM_FAMILIES, gpu_count
-from handler.records.jsonlines import iter_records
+from vllm_sagemaker.deploy.aws import plan as aws_plan
+from vllm_sagemaker.deploy.aws import run as aws_run
+from vllm_sagemaker.deploy.aws import split
+from vllm_sagemaker.deploy.aws.instances import TRANSFORM_FAMILIES, gpu_count
+from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
+from vllm_sagemaker.deploy.fleet import runner as fleet
+from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
+from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
 

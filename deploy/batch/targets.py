@@ -6,7 +6,7 @@ marked as batch work (the custom attribute `priority=batch`), so the container r
 at batch priority and does not count them as live traffic. The error rules are the same for
 both: a model's refusal of the whole call (a 4xx other than 408 and 429) raises `invoke.Refused`
 and its lines become error lines; a 429 (the container keeps its engine for live traffic) or the
-service's throttling is waited out and halves the calls in flight (`deploy.pace`), never a
+service's throttling is waited out and halves the calls in flight (`deploy.batch.pace`), never a
 failure; a model not ready, timeouts and 5xx are retried with backoff; `invoke.InvocationFailed`
 (retries used up, or a call the service refused) ends the run, which `--resume` finishes.
 """
@@ -20,9 +20,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import httpx
-
-from deploy import invoke
-from deploy.pace import Pace
+from vllm_sagemaker.deploy.batch.pace import Pace
+from vllm_sagemaker.deploy.io import invoke
 
 BATCH_ATTRIBUTE = "priority=batch"
 JSON_LINES = "application/jsonlines"

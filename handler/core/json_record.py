@@ -7,8 +7,8 @@ Invalid UTF-8, invalid JSON, an empty record and nesting deeper than MAX_JSON_DE
 import json
 from typing import Any
 
-from handler.config import MAX_JSON_DEPTH
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core.config import MAX_JSON_DEPTH
+from vllm_sagemaker.handler.core.errors import RequestError
 
 
 def parse(raw: bytes) -> Any:

@@ -10,9 +10,9 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from container.env_args import ConfigError, flag_values
-from handler.sagemaker import execution_parameters
-from handler.sagemaker.execution_parameters import ExecutionParameters, positive_int
+from vllm_sagemaker.container.env_args import ConfigError, flag_values
+from vllm_sagemaker.handler.core import execution_parameters
+from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
 # Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.

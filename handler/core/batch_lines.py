@@ -23,8 +23,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from handler.records import kinds
-from handler.records.errors import INTERNAL_ERROR, RequestError
+from vllm_sagemaker.handler.core import kinds
+from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
 
 MAX_LINES = 50_000
 # A refused model's error lists at most this many of the names served.

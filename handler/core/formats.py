@@ -4,9 +4,9 @@ import json
 import uuid
 from typing import Any
 
-from handler.records import tgi
-from handler.records.errors import RequestError, error_body, status_phrase
-from handler.records.routing import Answer
+from vllm_sagemaker.handler.core import tgi
+from vllm_sagemaker.handler.core.errors import RequestError, error_body, status_phrase
+from vllm_sagemaker.handler.core.routing import Answer
 
 
 def batch_output_line(

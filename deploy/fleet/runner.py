@@ -13,7 +13,7 @@
    is an error line (refused at step 1, shard failed, shard not run). Output and error files are
    written whole at every run, so a rerun that finishes the missing shards completes them.
 
-SageMaker jobs or local containers do the work (`deploy.fleet_jobs`); everything else is shared.
+SageMaker jobs or local containers do the work (`deploy.fleet.jobs`); everything else is shared.
 """
 
 import argparse
@@ -27,16 +27,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy import storage
-from deploy.aws_plan import Call
-from deploy.batch import Sinks, Summary
-from deploy.fleet_jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
-from deploy.shards import DEFAULT_SHARD_LINES, Job, Plan, Shard, job_name, shard_sizes
-from handler.records import kinds
-from handler.records.batch_lines import Checked, checked_lines, outcome
-from handler.records.errors import RequestError
-from handler.records.formats import batch_error_line
-from handler.records.jsonlines import iter_records
+from vllm_sagemaker.deploy.aws.plan import Call
+from vllm_sagemaker.deploy.batch.runner import Sinks, Summary
+from vllm_sagemaker.deploy.fleet.jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
+from vllm_sagemaker.deploy.fleet.shards import (
+    DEFAULT_SHARD_LINES,
+    Job,
+    Plan,
+    Shard,
+    job_name,
+    shard_sizes,
+)
+from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.handler.core import kinds
+from vllm_sagemaker.handler.core.batch_lines import Checked, checked_lines, outcome
+from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.formats import batch_error_line
+from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 PLAN = "plan.json"
 CANCEL = "cancel"

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deploy.instances import INFERENCE_AMI, gpu_count
-from handler.config import ASYNC_MARKER
+from vllm_sagemaker.deploy.aws.instances import INFERENCE_AMI, gpu_count
+from vllm_sagemaker.handler.core.config import ASYNC_MARKER
 
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
 # Large models need more than SageMaker's defaults to download and to pass /ping.

@@ -2,7 +2,7 @@
 
 from enum import Enum
 
-from handler.records.errors import RequestError
+from vllm_sagemaker.handler.core.errors import RequestError
 
 JSON_TYPES = frozenset({"application/json"})
 JSON_LINES_TYPES = frozenset(
