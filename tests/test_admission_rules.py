@@ -4,6 +4,7 @@ live requests suffer, grow back gradually, the whole window after a quiet spell.
 import math
 
 import pytest
+
 from vllm_sagemaker.handler.batches import admission
 from vllm_sagemaker.handler.batches.admission import Settings, State
 

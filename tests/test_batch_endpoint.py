@@ -17,10 +17,6 @@ from typing import Any
 import boto3
 import botocore.exceptions
 import pytest
-from vllm_sagemaker.deploy.batch import targets
-from vllm_sagemaker.deploy.batch.runner import answer_chunk, chunks, too_large
-from vllm_sagemaker.deploy.io import invoke
-from vllm_sagemaker.handler.core.batch_lines import Checked, Fault
 
 from tests import cli, processes
 from tests.json_lines import parse_lines
@@ -34,6 +30,10 @@ from tests.test_batch_runner import (
     line_count,
     refused_first,
 )
+from vllm_sagemaker.deploy.batch import targets
+from vllm_sagemaker.deploy.batch.runner import answer_chunk, chunks, too_large
+from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.handler.core.batch_lines import Checked, Fault
 
 
 @pytest.fixture

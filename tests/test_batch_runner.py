@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 import boto3
 import pytest
-from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST
 
 from tests import cli, processes, waiting
 from tests.json_lines import parse_lines
 from tests.local_http import serving
 from tests.servers import Server
+from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST
 
 # The lines a run held mid-run has answered when the test kills it: three whole mini-batches.
 REFUSED = 3 * LINES_PER_REQUEST

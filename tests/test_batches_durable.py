@@ -21,7 +21,6 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from vllm_sagemaker.handler.batches import admission
 
 from tests import cli, processes, servers, waiting
 from tests.json_lines import parse_lines
@@ -34,6 +33,7 @@ from tests.test_batches_api import (
     submit,
     wait,
 )
+from vllm_sagemaker.handler.batches import admission
 
 TOKENS = 64
 IN_FLIGHT = 8

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from vllm_sagemaker.handler.batches import admission, batch_object
 from vllm_sagemaker.handler.batches.batches_api import cancelled
 from vllm_sagemaker.handler.batches.store import Claim, Store, StoredFile, Work

@@ -7,10 +7,10 @@ from typing import Any
 
 import boto3
 import pytest
-from vllm_sagemaker.deploy.aws import commands, split
-from vllm_sagemaker.deploy.aws import plan as aws_plan
 
 from tests import cli
+from vllm_sagemaker.deploy.aws import commands, split
+from vllm_sagemaker.deploy.aws import plan as aws_plan
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"

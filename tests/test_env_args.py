@@ -1,8 +1,9 @@
 """The env -> argv rules, as a table of cases."""
 
 import pytest
+
 from vllm_sagemaker.container import env_args, hardware
-from vllm_sagemaker.container.env_args import ConfigError
+from vllm_sagemaker.handler.core.env import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from vllm_sagemaker.handler.batches import files_api, paging, routes
 from vllm_sagemaker.handler.batches.store import Store, StoredFile
 from vllm_sagemaker.handler.batches.uploads import receive_upload

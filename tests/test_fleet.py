@@ -13,10 +13,6 @@ from typing import Any
 
 import boto3
 import pytest
-from vllm_sagemaker.deploy.fleet import runner as fleet
-from vllm_sagemaker.deploy.fleet.jobs import JobSpec
-from vllm_sagemaker.deploy.fleet.shards import MAX_JOB_NAME, Job, Plan, Shard, job_name, shard_sizes
-from vllm_sagemaker.deploy.io import storage
 
 from tests import cli
 from tests.json_lines import parse_lines
@@ -24,6 +20,10 @@ from tests.servers import Server
 from tests.test_batch_runner import jsonl
 from tests.test_deploy import ROLE, deploy, model_options
 from tests.transform_emulator import Fleet, transform_emulator
+from vllm_sagemaker.deploy.fleet import runner as fleet
+from vllm_sagemaker.deploy.fleet.jobs import JobSpec
+from vllm_sagemaker.deploy.fleet.shards import MAX_JOB_NAME, Job, Plan, Shard, job_name, shard_sizes
+from vllm_sagemaker.deploy.io import storage
 
 
 def request(i: int) -> dict[str, Any]:

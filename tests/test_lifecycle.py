@@ -6,9 +6,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from vllm_sagemaker.handler.lifecycle import StopRequests
 
 from tests import processes
+from vllm_sagemaker.handler.lifecycle import StopRequests
 
 
 @pytest.fixture

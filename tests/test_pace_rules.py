@@ -5,6 +5,7 @@ import asyncio
 import re
 
 import pytest
+
 from vllm_sagemaker.deploy.batch import pace
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.io import invoke

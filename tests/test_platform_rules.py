@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from vllm_sagemaker.container import env_args
 from vllm_sagemaker.handler.core import routing, usage
 from vllm_sagemaker.handler.core.config import MIB, Config

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from vllm_sagemaker.handler.core import content_types, json_record, kinds, routing, tgi
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.routing import Answer, BatchLineError

@@ -11,6 +11,7 @@ import uuid
 
 import boto3
 import pytest
+
 from vllm_sagemaker.handler.batches import leases
 from vllm_sagemaker.handler.batches.leases import Lease
 from vllm_sagemaker.handler.batches.s3.chunks import Chunks, Held

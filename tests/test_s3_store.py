@@ -7,14 +7,14 @@ import uuid
 
 import boto3
 import pytest
+
+from tests.servers import free_port
 from vllm_sagemaker.handler.batches.batch_object import zero_usage
 from vllm_sagemaker.handler.batches.chunking import Part, cut, measured
 from vllm_sagemaker.handler.batches.s3.chunks import Chunks
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.store import StoredFile, StoreUnavailable, Work
 from vllm_sagemaker.handler.core.jsonlines import iter_records
-
-from tests.servers import free_port
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,11 @@ import httpx
 import openai
 import psutil
 import pytest
-from vllm_sagemaker.container import env_args
 
 from tests import cli, processes, servers, waiting
 from tests.conftest import AUTH
 from tests.model_factory import embedder_path
+from vllm_sagemaker.container import env_args
 
 
 def run_serve(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

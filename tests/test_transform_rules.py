@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 import pytest
+
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
 from vllm_sagemaker.deploy.transform.packing import RecordTooLarge, mini_batches, whole_file

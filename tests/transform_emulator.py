@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from vllm_sagemaker.deploy.fleet.jobs import TransformSettings, transform_job
-from vllm_sagemaker.deploy.transform.runner import transform_all
 
 from tests.local_http import serving
+from vllm_sagemaker.deploy.fleet.jobs import TransformSettings, transform_job
+from vllm_sagemaker.deploy.transform.runner import transform_all
 
 TARGET = "X-Amz-Target"
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import boto3
 import botocore.exceptions
+
 from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.aws import run as aws_run
 from vllm_sagemaker.deploy.aws import split
@@ -27,6 +28,7 @@ from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
@@ -96,7 +98,7 @@ def split_input(input_prefix: str, instances: int) -> str:
     files = storage.list_inputs(input_prefix)
     if len(files) >= instances:
         return input_prefix
-    bucket, key = storage.s3_parts(input_prefix)
+    bucket, key = s3_uri.s3_parts(input_prefix)
     target = f"s3://{bucket}/{key.rstrip('/')}-split-{instances}/"
     with tempfile.TemporaryDirectory() as tmp:
         counts = []
@@ -297,7 +299,7 @@ def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
     if not output:
         raise SystemExit(f"deploy: {name} is not an async endpoint (deploy it with --async-output)")
     location = storage.joined(output, f"inputs/{uuid.uuid4().hex}.json")
-    bucket, key = storage.s3_parts(location)
+    bucket, key = s3_uri.s3_parts(location)
     storage.s3_client().put_object(Bucket=bucket, Key=key, Body=body)
     params = {"EndpointName": name, "InputLocation": location, "ContentType": "application/json"}
     (answer,) = aws_run.execute([Call("sagemaker-runtime", "InvokeEndpointAsync", params)], False)

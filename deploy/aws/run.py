@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 from botocore import xform_name
+
 from vllm_sagemaker.deploy.aws.plan import Call, to_json
 
 POLL_S = 15.0

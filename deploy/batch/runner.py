@@ -26,6 +26,7 @@ from typing import IO
 
 import httpx
 from tqdm import tqdm
+
 from vllm_sagemaker.deploy.batch import local_engine, targets
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Target

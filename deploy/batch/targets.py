@@ -20,6 +20,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import httpx
+
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.io import invoke
 

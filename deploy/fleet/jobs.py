@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import boto3
+
 from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.aws.plan import Call
 from vllm_sagemaker.deploy.fleet.shards import Job

@@ -10,6 +10,7 @@ import random
 from collections.abc import Awaitable, Callable
 
 import httpx
+
 from vllm_sagemaker.deploy.batch.pace import Pace
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})

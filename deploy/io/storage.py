@@ -19,30 +19,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import boto3
 import httpx
 
-S3 = "s3://"
+from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
+
 HTTP_RETRIES = 5
 HTTP_TIMEOUT_S = 300.0
 
 
 class Unreachable(OSError):
     """An input that cannot be read or an output that cannot be written; the message says why."""
-
-
-def is_s3(uri: str) -> bool:
-    return uri.startswith(S3)
-
-
-def s3_parts(uri: str) -> tuple[str, str]:
-    """`s3://bucket/a/b` -> ("bucket", "a/b")."""
-    bucket, _, key = uri[len(S3) :].partition("/")
-    if not bucket:
-        raise ValueError(f"{uri!r} names no bucket")
-    return bucket, key
 
 
 @functools.cache
@@ -242,9 +231,10 @@ def reading(uri: str) -> Iterator[IO[bytes]]:
                 raw = stack.enter_context(open(uri, "rb"))
             except OSError as error:
                 raise Unreachable(f"cannot read {uri}: {error.strerror}") from None
-        if compressed(uri):
-            raw = stack.enter_context(gzip.open(raw, "rb"))
-        yield raw
+        if not compressed(uri):
+            yield raw
+            return
+        yield cast(IO[bytes], stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")))
 
 
 def publish(staged: str, uri: str) -> None:

@@ -17,6 +17,7 @@ from typing import IO
 
 import httpx
 from tqdm import tqdm
+
 from vllm_sagemaker.deploy.io import invoke, storage
 from vllm_sagemaker.deploy.io.ordered import in_order
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing

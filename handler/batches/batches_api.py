@@ -17,6 +17,7 @@ import uuid
 from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
+
 from vllm_sagemaker.handler.batches import batch_object, paging
 from vllm_sagemaker.handler.batches.files_api import not_found as file_not_found
 from vllm_sagemaker.handler.batches.s3.store import S3Store

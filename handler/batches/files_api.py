@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
+
 from vllm_sagemaker.handler.batches import paging
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.store import Store, StoredFile

@@ -9,13 +9,14 @@ requests.
 """
 
 from starlette.types import Receive, Scope, Send
-from vllm_sagemaker.deploy.io import storage
+
 from vllm_sagemaker.handler.batches import batches_api, files_api
 from vllm_sagemaker.handler.batches.runner import RunSettings, Runtime
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.scheduler import Scheduler, runner_id
 from vllm_sagemaker.handler.batches.store import Store, StoreError, StoreUnavailable
 from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.config import BatchApiSettings
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.lifecycle import StopRequests
@@ -43,7 +44,7 @@ def canonical(path: str) -> str | None:
 def open_store(location: str, chunk_lines: int) -> Store | S3Store:
     """The store SAGEMAKER_BATCH_STORE names: `s3://bucket/prefix/`, shared by every replica
     naming it, or a local directory."""
-    if storage.is_s3(location):
+    if s3_uri.is_s3(location):
         return S3Store(location, chunk_lines=chunk_lines)
     return Store(location)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.types import Scope
+
 from vllm_sagemaker.handler.batches import admission, metrics
 from vllm_sagemaker.handler.batches.batch_object import add_usage
 from vllm_sagemaker.handler.batches.chunking import measured

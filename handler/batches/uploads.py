@@ -14,6 +14,7 @@ from typing import BinaryIO
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive
+
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone
 

@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_sagemaker.container.env_args import ConfigError, flag_values
 from vllm_sagemaker.handler.core import execution_parameters
+from vllm_sagemaker.handler.core.env import ConfigError, flag_values
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from vllm_sagemaker.container import env_args
+from vllm_sagemaker.handler.core.env import model_dir
 
 HANDLER_VARIABLES = ("CUSTOM_FASTAPI_PING_HANDLER", "CUSTOM_FASTAPI_INVOCATION_HANDLER")
 SCRIPT_VARIABLE = "CUSTOM_SCRIPT_FILENAME"
@@ -29,7 +29,7 @@ ReadSource = Callable[[str], str | None]
 def code_dir(env: Mapping[str, str]) -> str:
     """Where the customer's code and requirements live: SAGEMAKER_MODEL_PATH as MHCS reads it,
     else the model directory."""
-    return env.get("SAGEMAKER_MODEL_PATH") or env_args.model_dir(env)
+    return env.get("SAGEMAKER_MODEL_PATH") or model_dir(env)
 
 
 def script_path(env: Mapping[str, str]) -> str:

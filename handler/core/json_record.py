@@ -5,6 +5,7 @@ Invalid UTF-8, invalid JSON, an empty record and nesting deeper than MAX_JSON_DE
 """
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from vllm_sagemaker.handler.core.config import MAX_JSON_DEPTH
@@ -43,6 +44,7 @@ def depth_exceeds(value: Any, limit: int) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):

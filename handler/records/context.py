@@ -9,11 +9,11 @@ import asyncio
 from dataclasses import dataclass, field
 
 from starlette.types import Scope
+
 from vllm_sagemaker.handler.core import usage
 from vllm_sagemaker.handler.core.routing import Target
+from vllm_sagemaker.handler.records.asgi_call import Headers
 from vllm_sagemaker.handler.records.minibatch import Stop
-
-Headers = list[tuple[bytes, bytes]]
 
 
 @dataclass

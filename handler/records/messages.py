@@ -1,9 +1,11 @@
 """ASGI messages: request headers and bodies in, whole answers out."""
 
+from collections.abc import Sequence
+
 from starlette.types import Receive, Scope, Send
+
 from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.records.asgi_call import Headers
 
 JSON = b"application/json"
 JSON_LINES = b"application/jsonlines"
@@ -24,7 +26,11 @@ def text_header(scope: Scope, name: bytes) -> str | None:
 
 
 async def respond(
-    send: Send, status: int, body: bytes, content_type: bytes = JSON, extra: Headers = ()
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes = JSON,
+    extra: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
     """A whole answer, with Content-Length."""
     headers = [
@@ -36,7 +42,9 @@ async def respond(
     await send({"type": "http.response.body", "body": body})
 
 
-async def respond_error(send: Send, error: RequestError, extra: Headers = ()) -> None:
+async def respond_error(
+    send: Send, error: RequestError, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     """OpenAI's error object with the error's status."""
     await respond(send, error.status, error.to_json(), extra=extra)
 

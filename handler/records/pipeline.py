@@ -10,6 +10,7 @@ multi-record body and always returns its output line. What they need to run is o
 import asyncio
 
 from starlette.types import ASGIApp, Scope
+
 from vllm_sagemaker.handler.core import formats, json_record, kinds, routing
 from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
 from vllm_sagemaker.handler.core.routing import BatchLineError, Target

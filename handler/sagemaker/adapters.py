@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.logs import logfmt, logger
 from vllm_sagemaker.handler.records import asgi_call

@@ -24,6 +24,7 @@ from model_hosting_container_standards.common.handler.registry import handler_re
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Message
+
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.logs import logger
 from vllm_sagemaker.handler.records import asgi_call

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from starlette.types import Message, Receive, Scope, Send
+
 from vllm_sagemaker.handler.batches import metrics
 from vllm_sagemaker.handler.batches.window import BatchWindow
 from vllm_sagemaker.handler.core import content_types, jsonlines

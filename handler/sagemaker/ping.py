@@ -3,6 +3,7 @@
 import asyncio
 
 from starlette.types import ASGIApp, Scope, Send
+
 from vllm_sagemaker.handler.lifecycle import StopRequests
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import respond

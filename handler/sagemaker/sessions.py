@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from model_hosting_container_standards.sagemaker.sessions.manager import Session, SessionManager
+
 from vllm_sagemaker.handler.core import json_record
 from vllm_sagemaker.handler.core.errors import RequestError
 

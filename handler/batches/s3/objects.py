@@ -21,8 +21,9 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from vllm_sagemaker.deploy.io import storage
+
 from vllm_sagemaker.handler.batches.store import StoreError, StoreUnavailable
+from vllm_sagemaker.handler.core import s3_uri
 
 CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict"}
 MISSING = {"NoSuchKey", "404", "NotFound"}
@@ -46,10 +47,10 @@ class Versioned:
 
 def parse_uri(uri: str) -> tuple[str, str]:
     """`s3://bucket/a/b` -> ("bucket", "a/b/"): the bucket and the key prefix, ending in "/"."""
-    if not storage.is_s3(uri):
+    if not s3_uri.is_s3(uri):
         raise StoreError(f"{uri!r} is not an S3 location: write s3://bucket/prefix/")
     try:
-        bucket, key = storage.s3_parts(uri)
+        bucket, key = s3_uri.s3_parts(uri)
     except ValueError as error:
         raise StoreError(f"{error}: write s3://bucket/prefix/") from None
     prefix = key.strip("/")
