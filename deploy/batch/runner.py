@@ -32,6 +32,7 @@ from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Target
 from vllm_sagemaker.deploy.io import invoke, storage
 from vllm_sagemaker.deploy.io.ordered import in_order
+from vllm_sagemaker.handler.core import usage
 from vllm_sagemaker.handler.core.batch_lines import (
     Checked,
     Fault,
@@ -68,8 +69,9 @@ class Summary:
             self.succeeded += 1
         else:
             self.failed += 1
-        self.prompt_tokens += int(result.usage.get("prompt_tokens") or 0)
-        self.completion_tokens += int(result.usage.get("completion_tokens") or 0)
+        prompt, completion = usage.prompt_completion(result.usage)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
 
     def counts(self) -> str:
         """Lines and tokens, the part every summary (one runner or a fleet) starts with."""

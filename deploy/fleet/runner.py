@@ -24,7 +24,7 @@ import hashlib
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vllm_sagemaker.deploy.aws.plan import Call
@@ -40,7 +40,12 @@ from vllm_sagemaker.deploy.fleet.shards import (
 )
 from vllm_sagemaker.deploy.io import storage
 from vllm_sagemaker.handler.core import kinds
-from vllm_sagemaker.handler.core.batch_lines import Checked, checked_lines, outcome
+from vllm_sagemaker.handler.core.batch_lines import (
+    CANCELLED_LINE,
+    Checked,
+    checked_lines,
+    outcome,
+)
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.formats import batch_error_line
 from vllm_sagemaker.handler.core.jsonlines import iter_records
@@ -253,11 +258,10 @@ def shard_answers(plan: Plan, layout: Layout) -> Iterator[bytes | RequestError]:
                 500, f"transform job {job.name} {job.status.lower()}: {why}", "shard_failed"
             )
         else:
-            error = RequestError(
-                409,
-                "the line's shard has not run (the batch was cancelled or stopped); run the same "
-                "command again to finish it",
-                "batch_cancelled",
+            error = replace(
+                CANCELLED_LINE,
+                message="the line's shard has not run (the batch was cancelled or stopped); run "
+                "the same command again to finish it",
             )
         for _ in range(shard.lines):
             yield error

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sagemaker.handler.core import json_record, kinds
+from vllm_sagemaker.handler.core import json_record, kinds, usage
 from vllm_sagemaker.handler.core.errors import RequestError
 
 COMPLETION_WINDOW = "24h"
@@ -189,19 +189,14 @@ def zero_usage() -> dict[str, Any]:
     }
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _detail(details: object, name: str) -> int:
-    return _count(details.get(name)) if isinstance(details, dict) else 0
+    return usage.count(details.get(name)) if isinstance(details, dict) else 0
 
 
 def add_usage(total: dict[str, Any], line_usage: Mapping[str, Any]) -> None:
     """Add one answer's usage (chat/completions/embeddings' `prompt_tokens`..., or the
     Responses API's `input_tokens`...) to the batch's usage."""
-    prompt = _count(line_usage.get("prompt_tokens", line_usage.get("input_tokens")))
-    completion = _count(line_usage.get("completion_tokens", line_usage.get("output_tokens")))
+    prompt, completion = usage.prompt_completion(line_usage)
     cached = _detail(
         line_usage.get("prompt_tokens_details") or line_usage.get("input_tokens_details"),
         "cached_tokens",

@@ -27,6 +27,12 @@ from vllm_sagemaker.handler.core import kinds
 from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
 
 MAX_LINES = 50_000
+# A line that never ran because its batch was cancelled or stopped, wherever batches run (the
+# server's Batches API, `deploy batch`'s fleet). OpenAI publishes no status for it; 499 is the
+# status of a request its caller ended.
+CANCELLED_LINE = RequestError(
+    499, "This request was cancelled before it completed.", "batch_cancelled"
+)
 # A refused model's error lists at most this many of the names served.
 SHOWN_MODELS = 10
 REQUIRED = ("custom_id", "method", "url", "body")

@@ -1,0 +1,58 @@
+"""Rules written once in handler/core and used by several layers, each with a table of cases."""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from vllm_sagemaker.deploy.fleet import runner as fleet
+from vllm_sagemaker.deploy.fleet.shards import Plan, Shard
+from vllm_sagemaker.handler.core import usage
+from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
+from vllm_sagemaker.handler.core.errors import RequestError
+
+
+@pytest.mark.parametrize(
+    ("line_usage", "expected"),
+    [
+        ({"prompt_tokens": 3, "completion_tokens": 5}, (3, 5)),
+        ({"input_tokens": 3, "output_tokens": 5}, (3, 5)),
+        ({"prompt_tokens": 4}, (4, 0)),
+        ({}, (0, 0)),
+        ({"prompt_tokens": True, "completion_tokens": False}, (0, 0)),
+        ({"prompt_tokens": "12", "completion_tokens": "many"}, (0, 0)),
+        ({"prompt_tokens": 2.5, "completion_tokens": None}, (0, 0)),
+        ({"prompt_tokens": -3, "completion_tokens": [1]}, (0, 0)),
+        ({"prompt_tokens": 0, "input_tokens": 9}, (0, 0)),
+    ],
+)
+def test_a_token_count_is_a_non_negative_int_never_a_boolean_nor_a_crash(
+    line_usage: dict[str, object], expected: tuple[int, int]
+) -> None:
+    """The same counts whether read off a parsed line (batches, the batch client) or off an
+    answer's bytes (log lines)."""
+    assert usage.prompt_completion(line_usage) == expected
+    assert usage.tokens(json.dumps({"id": "x", "usage": line_usage}).encode()) == expected
+
+
+def _fleet_unrun_shard(tmp_path: Path) -> RequestError:
+    plan = Plan("in.jsonl", "sha256:0", 1, 1, [Shard(0, 1)])
+    (answer,) = fleet.shard_answers(plan, fleet.Layout(str(tmp_path / "work")))
+    assert isinstance(answer, RequestError)
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("where", "cancelled_line"),
+    [
+        ("the server's Batches API", lambda _: CANCELLED_LINE),
+        ("deploy batch's fleet, a shard that never ran", _fleet_unrun_shard),
+    ],
+)
+def test_a_cancelled_line_is_499_batch_cancelled_wherever_batches_run(
+    where: str, cancelled_line: Callable[[Path], RequestError], tmp_path: Path
+) -> None:
+    error = cancelled_line(tmp_path)
+    assert (error.status, error.code) == (499, "batch_cancelled"), where
+    assert error.body()["error"]["type"] == "invalid_request_error"
