@@ -110,8 +110,9 @@ class SageMakerMiddleware:
         if not self.keys.allows(method, path, header(scope, b"authorization")):
             await self.unauthorized(path, send)
             return
-        if batch_routes.owns(path):
-            await self.batch_api(scope, receive, send)
+        batch_path = batch_routes.canonical(path)
+        if batch_path is not None:
+            await self.batch_api({**scope, "path": batch_path}, receive, send)
             return
         length = header(scope, b"content-length")
         if length and length.isdigit() and int(length) > self.config.max_payload_bytes:

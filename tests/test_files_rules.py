@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sagemaker.handler.batches import files_api, paging, routes
+from vllm_sagemaker.handler.batches import batches_api, files_api, paging, routes
 from vllm_sagemaker.handler.batches.store import Store, StoredFile
 from vllm_sagemaker.handler.batches.uploads import receive_upload
 from vllm_sagemaker.handler.core.errors import RequestError
@@ -179,13 +179,44 @@ def test_expired_files_are_gone(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "prefix", "is_id"),
+    [
+        (paging.new_id(files_api.FILE_ID_PREFIX), "file-", True),
+        (paging.new_id(batches_api.BATCH_ID_PREFIX), "batch_", True),
+        ("file-0123abcdef", "file-", True),
+        ("file-ab_1", "file-", True),
+        ("file-0123-output", "file-", True),
+        ("batch_0123abcdef", "batch_", True),
+        ("batch_a-b", "batch_", True),
+        ("file-" + "a" * 123, "file-", True),
+        ("file-" + "a" * 124, "file-", False),
+        ("file-", "file-", False),
+        ("batch_0123", "file-", False),
+        ("file-0123", "batch_", False),
+        ("file-a.b", "file-", False),
+        ("file-a/b", "file-", False),
+        ("file-a b", "file-", False),
+        ("file-\x00", "file-", False),
+        ("file-ab_1", "", True),
+        ("-file", "", False),
+        ("..", "", False),
+        ("", "", False),
+    ],
+)
+def test_an_id_is_its_prefix_then_letters_digits_and_dashes(
+    value: str, prefix: str, is_id: bool
+) -> None:
+    assert paging.is_id(value, prefix) is is_id
+
+
+@pytest.mark.parametrize(
     ("path", "named"),
     [
-        ("/v1/files", paging.Target()),
-        ("/v1/files/file-ab_1", paging.Target("file-ab_1")),
+        ("/v1/files", paging.ObjectPath()),
+        ("/v1/files/file-ab_1", paging.ObjectPath("file-ab_1")),
         ("/v1/files/", None),
         ("/v1/files/file-ab/", None),
-        ("/v1/files/file-ab/content", paging.Target("file-ab", "content")),
+        ("/v1/files/file-ab/content", paging.ObjectPath("file-ab", "content")),
         ("/v1/files/../../etc/passwd/content", None),
         ("/v1/files/..", None),
         ("/v1/files/.", None),
@@ -200,13 +231,13 @@ def test_expired_files_are_gone(tmp_path: Path) -> None:
     ],
 )
 def test_a_path_names_the_collection_an_object_or_an_action_or_nothing(
-    path: str, named: paging.Target | None
+    path: str, named: paging.ObjectPath | None
 ) -> None:
     if named is not None:
-        assert paging.target(path, "/v1/files", ("content",)) == named
+        assert paging.object_path(path, "/v1/files", ("content",)) == named
         return
     with pytest.raises(RequestError) as refused:
-        paging.target(path, "/v1/files", ("content",))
+        paging.object_path(path, "/v1/files", ("content",))
     assert (refused.value.status, refused.value.code) == (404, "not_found")
     assert len(refused.value.message) < 300
 

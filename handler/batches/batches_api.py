@@ -11,9 +11,7 @@
 
 import asyncio
 import json
-import re
 import time
-import uuid
 from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
@@ -31,7 +29,7 @@ from vllm_sagemaker.handler.records.pipeline import Pipeline
 PREFIX = "/v1/batches"
 MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
-_BATCH_ID = re.compile(r"batch_[A-Za-z0-9]{1,64}")
+BATCH_ID_PREFIX = "batch_"
 NO_RETRY = [(b"x-should-retry", b"false")]
 
 
@@ -64,7 +62,7 @@ class BatchesApi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, path = scope["method"], scope["path"]
         try:
-            named = paging.target(path, PREFIX, ("cancel",))
+            named = paging.object_path(path, PREFIX, ("cancel",))
             batch_id, action = named.object_id, named.action
             if not batch_id and method == "POST":
                 await self.create(scope, receive, send)
@@ -100,7 +98,7 @@ class BatchesApi:
                 "input_file_id",
             )
         batch = batch_object.new_batch(
-            f"batch_{uuid.uuid4().hex}", params, int(time.time()), self.window_s
+            paging.new_id(BATCH_ID_PREFIX), params, int(time.time()), self.window_s
         )
         await asyncio.to_thread(self.store.add_batch, batch)
         self.scheduler.wake()
@@ -112,7 +110,7 @@ class BatchesApi:
         await respond(send, 200, paging.page(*found))
 
     async def _batch(self, batch_id: str) -> Batch:
-        valid = _BATCH_ID.fullmatch(batch_id)
+        valid = paging.is_id(batch_id, BATCH_ID_PREFIX)
         batch = await asyncio.to_thread(self.store.batch, batch_id) if valid else None
         if batch is None:
             raise not_found(batch_id)

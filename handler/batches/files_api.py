@@ -11,9 +11,7 @@ A batch input must be `.jsonl` and at most the input limit (200 MB by default); 
 
 import asyncio
 import json
-import re
 import time
-import uuid
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -34,7 +32,7 @@ MAX_LIST_LIMIT = 10_000
 CHUNK_BYTES = 1024 * 1024
 # Room for the form's other parts and boundaries beside the file itself.
 FORM_OVERHEAD_BYTES = 64 * 1024
-_FILE_ID = re.compile(r"file-[A-Za-z0-9_-]{1,64}")
+FILE_ID_PREFIX = "file-"
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ class FilesApi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, path = scope["method"], scope["path"]
         try:
-            named = paging.target(path, PREFIX, ("content",))
+            named = paging.object_path(path, PREFIX, ("content",))
             file_id, action = named.object_id, named.action
             if not file_id and method == "POST":
                 await self.upload(scope, receive, send)
@@ -154,7 +152,7 @@ class FilesApi:
         length = text_header(scope, b"content-length") or ""
         if length.isdigit() and int(length) > self.limits.max_file_bytes + FORM_OVERHEAD_BYTES:
             raise too_large(self.limits.max_file_bytes)
-        file_id = f"file-{uuid.uuid4().hex}"
+        file_id = paging.new_id(FILE_ID_PREFIX)
         partial = self.store.partial_path(file_id)
 
         def check_file(filename: str, fields: dict[str, str]) -> None:
@@ -195,7 +193,7 @@ class FilesApi:
     async def _file(self, file_id: str) -> StoredFile:
         stored = (
             await asyncio.to_thread(self.store.file, file_id)
-            if _FILE_ID.fullmatch(file_id)
+            if paging.is_id(file_id, FILE_ID_PREFIX)
             else None
         )
         if stored is None:

@@ -11,37 +11,55 @@ A list page is `{"object": "list", "data", "first_id", "last_id", "has_more"}`; 
 
 import json
 import re
+import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.handler.core.errors import RequestError
 
-# Every id this server gives out (`file-<hex>`, `file-<hex>-output`, `batch_<hex>`) is of this form.
-ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+# Every id this server gives out (`file-<hex>`, `file-<hex>-output`, `batch_<hex>`) is letters,
+# digits, `_` and `-`, starts with a letter or digit and has at most MAX_ID_CHARS.
+MAX_ID_CHARS = 128
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 SHOWN_CHARS = 200
 
 
+def new_id(prefix: str) -> str:
+    """A new id of the kind `prefix` names (`file-`, `batch_`)."""
+    return prefix + uuid.uuid4().hex
+
+
+def is_id(value: str, prefix: str = "") -> bool:
+    """Whether `value` has the form of an id, of the kind `prefix` names when one is given
+    (with something after the prefix)."""
+    return (
+        len(prefix) < len(value) <= MAX_ID_CHARS
+        and value.startswith(prefix)
+        and _ID.fullmatch(value) is not None
+    )
+
+
 @dataclass(frozen=True)
-class Target:
+class ObjectPath:
     """What a path names: the collection (no id), one object, or an action on one."""
 
     object_id: str = ""
     action: str = ""
 
 
-def target(path: str, prefix: str, actions: Collection[str]) -> Target:
+def object_path(path: str, prefix: str, actions: Collection[str]) -> ObjectPath:
     """What `path` (under `prefix`) names; 404 when it names nothing (see the module's rules;
     a trailing slash is an empty part)."""
     parts = path.removeprefix(prefix).split("/")[1:]
     if (
         len(parts) > 2
-        or (parts and not ID.fullmatch(parts[0]))
+        or (parts and not is_id(parts[0]))
         or (len(parts) == 2 and parts[1] not in actions)
     ):
         shown = path if len(path) <= SHOWN_CHARS else path[:SHOWN_CHARS] + "..."
         raise RequestError(404, f"No such object: {shown!r} names nothing here", "not_found")
-    return Target(*parts)
+    return ObjectPath(*parts)
 
 
 def page_limit(params: Mapping[str, str], default: int, maximum: int) -> int:

@@ -49,10 +49,6 @@ def open_store(location: str, chunk_lines: int) -> Store | S3Store:
     return Store(location)
 
 
-def owns(path: str) -> bool:
-    return canonical(path) is not None
-
-
 def base_scope(lifespan: Scope) -> Scope:
     """The scope in-process calls of a batch are built from: the app and its state, as the
     server's lifespan gives them, with no client behind it."""
@@ -128,6 +124,7 @@ class BatchRoutes:
             await self.scheduler.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A Files or Batches API request, its path already `canonical`."""
         if not self.settings.enabled:
             error = RequestError(
                 404,
@@ -136,7 +133,6 @@ class BatchRoutes:
             )
             await respond_error(send, error)
             return
-        scope = {**scope, "path": canonical(scope["path"])}
         try:
             files, batches = self._open()
             api = files if scope["path"].startswith(files_api.PREFIX) else batches
