@@ -6,7 +6,7 @@ a GPU count), so the rules can be read in one place and tested with a table of c
 
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.handler.core.env import ConfigError, flag_values, model_dir
+from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
 
 SM_VLLM_PREFIX = "SM_VLLM_"
 DEFAULT_PORT = 8080
@@ -154,9 +154,7 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
 def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:
     """Priority scheduling when the Batches API is on (unless a policy was chosen), so batch
     lines can run at a lower priority than real-time requests."""
-    if env.get("SAGEMAKER_BATCH_API", "").lower() == "false" or _given(
-        "--scheduling-policy", given
-    ):
+    if not flag(env, "SAGEMAKER_BATCH_API", True) or _given("--scheduling-policy", given):
         return []
     return ["--scheduling-policy", "priority"]
 

@@ -13,9 +13,10 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
+from vllm_sagemaker.handler.core.env import flag
+
 FILENAME = "requirements.txt"
 WHEELS = "requirements"
-_ON = ("true", "1", "yes", "on")
 
 
 def install_command(
@@ -26,7 +27,7 @@ def install_command(
     has_wheels: bool,
 ) -> list[str] | None:
     """The pip command to run before the server starts, or None when there is nothing to do."""
-    if env.get("STANDARD_AUTO_INSTALL_REQ", "true").strip().lower() not in _ON:
+    if not flag(env, "STANDARD_AUTO_INSTALL_REQ", True):
         return None
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
     explicit = env.get("STANDARD_PIP_ARGS", "").strip()

@@ -57,10 +57,10 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         problems = handler_specs.problems(os.environ, handler_specs.read_source)
         if problems:
             raise ConfigError("; ".join(problems))
+        install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     except ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)
         return 2
-    install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     if dry_run:
         print(json.dumps(command))
         if install:

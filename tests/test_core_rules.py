@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sagemaker.container import serve
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.shards import Plan, Shard
 from vllm_sagemaker.handler.core import usage
 from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
+from vllm_sagemaker.handler.core.config import ASYNC_MARKER
+from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.errors import RequestError
 
 
@@ -56,3 +59,64 @@ def test_a_cancelled_line_is_499_batch_cancelled_wherever_batches_run(
     error = cancelled_line(tmp_path)
     assert (error.status, error.code) == (499, "batch_cancelled"), where
     assert error.body()["error"]["type"] == "invalid_request_error"
+
+
+# Every yes/no variable, with its default; `serve` checks them all before vLLM starts.
+FLAGS = {
+    "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": False,
+    "SAGEMAKER_BATCH": False,
+    ASYNC_MARKER: False,
+    "SAGEMAKER_BATCH_API": True,
+    "SAGEMAKER_BATCH_YIELD": True,
+    "STANDARD_AUTO_INSTALL_REQ": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("SAGEMAKER_BATCH", "true", True),
+        ("SAGEMAKER_BATCH", " TRUE ", True),
+        ("SAGEMAKER_BATCH", "1", True),
+        ("SAGEMAKER_BATCH", "Yes", True),
+        ("SAGEMAKER_BATCH", "on", True),
+        ("SAGEMAKER_BATCH", None, False),
+        ("SAGEMAKER_BATCH", "", False),
+        ("SAGEMAKER_BATCH", "  ", False),
+        ("SAGEMAKER_BATCH_API", "false", False),
+        ("SAGEMAKER_BATCH_API", "False", False),
+        ("SAGEMAKER_BATCH_API", "0", False),
+        ("SAGEMAKER_BATCH_API", "no", False),
+        ("SAGEMAKER_BATCH_API", "OFF", False),
+        ("SAGEMAKER_BATCH_API", None, True),
+        ("SAGEMAKER_BATCH_API", "", True),
+        ("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "1", True),
+        (ASYNC_MARKER, "true", True),
+        ("SAGEMAKER_BATCH_YIELD", "no", False),
+        ("STANDARD_AUTO_INSTALL_REQ", "0", False),
+        *((name, "maybe", ConfigError) for name in FLAGS),
+        ("SAGEMAKER_BATCH", "2", ConfigError),
+        ("SAGEMAKER_BATCH_API", "disabled", ConfigError),
+        ("STANDARD_AUTO_INSTALL_REQ", "y", ConfigError),
+    ],
+)
+def test_a_yes_no_variable_is_read_one_way_and_a_bad_one_stops_serve(
+    name: str,
+    value: str | None,
+    expected: bool | type[ConfigError],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env = {} if value is None else {name: value}
+    if not isinstance(expected, bool):
+        with pytest.raises(ConfigError, match=name):
+            flag(env, name, FLAGS[name])
+        for variable in FLAGS:
+            monkeypatch.delenv(variable, raising=False)
+        monkeypatch.setenv("SM_VLLM_MODEL", "some/model")
+        monkeypatch.setenv(name, value or "")
+        assert serve.run([], dry_run=True) == 2
+        (message,) = capsys.readouterr().err.splitlines()
+        assert message.startswith(f"serve: {name}=") and "true, 1, yes, on" in message
+        return
+    assert flag(env, name, FLAGS[name]) is expected

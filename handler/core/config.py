@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vllm_sagemaker.handler.core import execution_parameters
-from vllm_sagemaker.handler.core.env import ConfigError, flag_values
+from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
@@ -49,7 +49,7 @@ class SessionSettings:
         shm = "/dev/shm"
         root = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
         return cls(
-            enabled=env.get("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "").lower() in ("true", "1"),
+            enabled=flag(env, "SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False),
             expiration_s=positive_int(env, "SAGEMAKER_SESSIONS_EXPIRATION")
             or DEFAULT_SESSION_EXPIRATION_S,
             path=env.get("SAGEMAKER_SESSIONS_PATH") or os.path.join(root, "sagemaker_sessions"),
@@ -90,7 +90,7 @@ class BatchApiSettings:
             "batches",
         )
         return cls(
-            enabled=env.get("SAGEMAKER_BATCH_API", "true").lower() != "false",
+            enabled=flag(env, "SAGEMAKER_BATCH_API", True),
             store=env.get("SAGEMAKER_BATCH_STORE") or default_store,
             max_file_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_FILE_MB") or 512) * MIB,
             max_batch_input_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_INPUT_MB") or 200) * MIB,
@@ -99,7 +99,7 @@ class BatchApiSettings:
             max_inflight=positive_int(env, "SAGEMAKER_BATCH_MAX_INFLIGHT")
             or DEFAULT_BATCH_INFLIGHT,
             priority=batch_priority(env),
-            yields=env.get("SAGEMAKER_BATCH_YIELD", "true").lower() != "false",
+            yields=flag(env, "SAGEMAKER_BATCH_YIELD", True),
             live_slo_s=(slo / 1000)
             if (slo := positive_int(env, "SAGEMAKER_LIVE_LATENCY_SLO"))
             else None,
@@ -125,8 +125,8 @@ class Config:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
         env = os.environ if env is None else env
-        batch = env.get("SAGEMAKER_BATCH", "").lower() == "true"
-        async_inference = env.get(ASYNC_MARKER, "").lower() == "true"
+        batch = flag(env, "SAGEMAKER_BATCH", False)
+        async_inference = flag(env, ASYNC_MARKER, False)
         return cls(
             api_keys=api_keys(env),
             max_payload_bytes=payload_limit_mb(env, batch, async_inference) * MIB,

@@ -8,10 +8,29 @@ import json
 from collections.abc import Mapping
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
+TRUE_VALUES = ("true", "1", "yes", "on")
+FALSE_VALUES = ("false", "0", "no", "off")
 
 
 class ConfigError(ValueError):
     """The environment does not describe a server that can start."""
+
+
+def flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """A yes/no variable: true/1/yes/on or false/0/no/off in any case, spaces stripped;
+    `default` when unset or empty; ConfigError for anything else."""
+    value = env.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in TRUE_VALUES:
+        return True
+    if value in FALSE_VALUES:
+        return False
+    raise ConfigError(
+        f"{name}={env[name]!r} is not a yes/no value; use one of "
+        f"{', '.join(TRUE_VALUES)} or {', '.join(FALSE_VALUES)} (any case), or leave it unset "
+        f"for the default ({str(default).lower()})"
+    )
 
 
 def flag_values(value: str) -> list[str]:
