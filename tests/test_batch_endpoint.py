@@ -34,6 +34,7 @@ from vllm_sagemaker.deploy.batch import targets
 from vllm_sagemaker.deploy.batch.runner import answer_chunk, chunks, too_large
 from vllm_sagemaker.deploy.io import invoke
 from vllm_sagemaker.handler.core.batch_lines import Checked, Fault
+from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
 
 @pytest.fixture
@@ -117,7 +118,7 @@ def test_a_file_through_an_endpoint_killed_and_resumed(
         "invalid_value",
     ]
     assert runtime.throttled > 0
-    assert set(runtime.attributes) == {targets.BATCH_ATTRIBUTE}
+    assert set(runtime.attributes) == {BATCH_WORK_ATTRIBUTE}
     assert b"2000 lines answered" in done.stderr
 
 

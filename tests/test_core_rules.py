@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from vllm_sagemaker.container import serve
+from vllm_sagemaker.deploy.aws import plan
+from vllm_sagemaker.deploy.batch import targets
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.shards import Plan, Shard
-from vllm_sagemaker.handler.core import usage
+from vllm_sagemaker.handler.batches import batch_object, batches_api, files_api
+from vllm_sagemaker.handler.core import content_types, routing, usage
 from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
-from vllm_sagemaker.handler.core.config import ASYNC_MARKER
+from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.errors import RequestError
 
@@ -120,3 +123,62 @@ def test_a_yes_no_variable_is_read_one_way_and_a_bad_one_stops_serve(
         assert message.startswith(f"serve: {name}=") and "true, 1, yes, on" in message
         return
     assert flag(env, name, FLAGS[name]) is expected
+
+
+THIRTY_DAYS_S = 30 * 24 * 3600
+_HEADERS = targets.CONTAINER_HEADERS
+_TRANSFORM = plan.transform_call("job", "s3://b/in/", "s3://b/out/", "ml.g5.xlarge", 1, 6, 1, False)
+_FILE_EXPIRY = {"expires_after[anchor]": "created_at", "expires_after[seconds]": str(THIRTY_DAYS_S)}
+_OUTPUT_EXPIRY = {"anchor": "created_at", "seconds": THIRTY_DAYS_S}
+_BATCH = {"input_file_id": "file-a", "endpoint": "/v1/completions", "completion_window": "24h"}
+
+
+@pytest.mark.parametrize(
+    ("what", "observed", "expected"),
+    [
+        (
+            "the batch client's calls are batch work to the container",
+            routing.is_batch_work(
+                routing.custom_attributes(_HEADERS["X-Amzn-SageMaker-Custom-Attributes"])
+            ),
+            True,
+        ),
+        (
+            "the batch client sends JSON Lines the container reads as JSON Lines",
+            content_types.framing(_HEADERS["Content-Type"]),
+            content_types.Framing.JSON_LINES,
+        ),
+        (
+            "a transform job sends and accepts the same JSON Lines",
+            (
+                _TRANSFORM.params["TransformInput"]["ContentType"],
+                _TRANSFORM.params["TransformOutput"]["Accept"],
+            ),
+            (content_types.JSON_LINES, content_types.JSON_LINES),
+        ),
+        ("a batch input file is kept 30 days", files_api.expires_at({}, "batch", 0), THIRTY_DAYS_S),
+        (
+            "a file may ask for 30 days",
+            files_api.expires_at(_FILE_EXPIRY, "user_data", 0),
+            THIRTY_DAYS_S,
+        ),
+        (
+            "a batch's output may ask for 30 days",
+            batch_object.create_params(
+                json.dumps({**_BATCH, "output_expires_after": _OUTPUT_EXPIRY}).encode(),
+                frozenset({"/v1/completions"}),
+            ).output_expires_after_s,
+            THIRTY_DAYS_S,
+        ),
+        ("a Batches API body is at most 1 MiB", batches_api.MAX_BODY_BYTES, 1024 * 1024),
+        (
+            "a MiB in a refusal is 2**20 bytes",
+            files_api.too_large(3 * MIB).message,
+            "a file is at most 3 MiB",
+        ),
+    ],
+)
+def test_a_wire_constant_means_the_same_on_every_side(
+    what: str, observed: object, expected: object
+) -> None:
+    assert observed == expected, what

@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm_sagemaker.deploy.aws.instances import INFERENCE_AMI, gpu_count
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER
+from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
 # Large models need more than SageMaker's defaults to download and to pass /ping.
@@ -16,7 +17,6 @@ STARTUP_HEALTH_CHECK_S = 1800
 MODEL_DOWNLOAD_S = 1800
 TRANSFORM_INVOCATION_TIMEOUT_S = 3600
 TRANSFORM_RETRIES = 1
-JSON_LINES = "application/jsonlines"
 
 
 @dataclass(frozen=True)

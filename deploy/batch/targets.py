@@ -23,12 +23,12 @@ import httpx
 
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.handler.core.content_types import JSON_LINES
+from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
-BATCH_ATTRIBUTE = "priority=batch"
-JSON_LINES = "application/jsonlines"
 CONTAINER_HEADERS = {
     "Content-Type": JSON_LINES,
-    "X-Amzn-SageMaker-Custom-Attributes": BATCH_ATTRIBUTE,
+    "X-Amzn-SageMaker-Custom-Attributes": BATCH_WORK_ATTRIBUTE,
 }
 # InvokeEndpoint carries at most 6 MB, and a container refuses more than its
 # SAGEMAKER_MAX_PAYLOAD_IN_MB (6 MiB by default): a mini-batch stays under both.
@@ -154,7 +154,7 @@ class Endpoint:
             "Body": body,
             "ContentType": JSON_LINES,
             "Accept": JSON_LINES,
-            "CustomAttributes": BATCH_ATTRIBUTE,
+            "CustomAttributes": BATCH_WORK_ATTRIBUTE,
         }
         if self.component:
             params["InferenceComponentName"] = self.component

@@ -16,6 +16,7 @@ from vllm_sagemaker.deploy.aws.plan import Call
 from vllm_sagemaker.deploy.fleet.shards import Job
 from vllm_sagemaker.deploy.io import invoke
 from vllm_sagemaker.deploy.transform import runner as transform
+from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
 DEFAULT_POLL_S = 15.0
 ENDED = frozenset({"Completed", "Failed", "Stopped"})
@@ -137,8 +138,8 @@ def transform_job(
         endpoint=endpoint,
         input=input_uri,
         output=output,
-        content_type=aws_plan.JSON_LINES,
-        accept=aws_plan.JSON_LINES,
+        content_type=JSON_LINES,
+        accept=JSON_LINES,
         split_lines=True,
         batch_strategy="MultiRecord",
         max_payload_mb=settings.max_payload_mb,

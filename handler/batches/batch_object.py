@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.handler.core import json_record, kinds, usage
+from vllm_sagemaker.handler.core.config import EXPIRY_RANGE_S
 from vllm_sagemaker.handler.core.errors import RequestError
 
 COMPLETION_WINDOW = "24h"
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
-OUTPUT_EXPIRY_RANGE_S = (3600, 30 * 24 * 3600)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def checked_metadata(value: object) -> dict[str, str] | None:
 def checked_output_expiry(value: object) -> int | None:
     if value is None:
         return None
-    low, high = OUTPUT_EXPIRY_RANGE_S
+    low, high = EXPIRY_RANGE_S
     if not isinstance(value, dict) or value.get("anchor") != "created_at":
         raise RequestError(
             400,

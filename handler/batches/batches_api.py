@@ -21,13 +21,14 @@ from vllm_sagemaker.handler.batches.files_api import not_found as file_not_found
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.scheduler import Scheduler
 from vllm_sagemaker.handler.batches.store import Batch, Store
+from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import ClientGone, read_body, respond, respond_error
 from vllm_sagemaker.handler.records.pipeline import Pipeline
 
 PREFIX = "/v1/batches"
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = MIB
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 BATCH_ID_PREFIX = "batch_"
 NO_RETRY = [(b"x-should-retry", b"false")]

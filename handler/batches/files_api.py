@@ -21,15 +21,14 @@ from vllm_sagemaker.handler.batches import paging
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.store import Store, StoredFile
 from vllm_sagemaker.handler.batches.uploads import receive_upload
+from vllm_sagemaker.handler.core.config import EXPIRY_RANGE_S, FILE_EXPIRY_S, MIB
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone, respond, respond_error, text_header
 
 PREFIX = "/v1/files"
 UPLOAD_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
-BATCH_INPUT_EXPIRY_S = 30 * 24 * 3600
-EXPIRY_RANGE_S = (3600, 30 * 24 * 3600)
 MAX_LIST_LIMIT = 10_000
-CHUNK_BYTES = 1024 * 1024
+CHUNK_BYTES = MIB
 # Room for the form's other parts and boundaries beside the file itself.
 FORM_OVERHEAD_BYTES = 64 * 1024
 FILE_ID_PREFIX = "file-"
@@ -57,7 +56,7 @@ def file_object(stored: StoredFile) -> dict[str, object]:
 
 
 def too_large(limit_bytes: int, what: str = "a file") -> RequestError:
-    mib = limit_bytes // (1024 * 1024)
+    mib = limit_bytes // MIB
     return RequestError(413, f"{what} is at most {mib} MiB", "file_too_large", "file")
 
 
@@ -88,7 +87,7 @@ def expires_at(fields: dict[str, str], purpose: str, created_at: int) -> int | N
     anchor = fields.get("expires_after[anchor]")
     seconds = fields.get("expires_after[seconds]")
     if anchor is None and seconds is None:
-        return created_at + BATCH_INPUT_EXPIRY_S if purpose == "batch" else None
+        return created_at + FILE_EXPIRY_S if purpose == "batch" else None
     low, high = EXPIRY_RANGE_S
     if anchor != "created_at":
         raise RequestError(

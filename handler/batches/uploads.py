@@ -15,6 +15,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive
 
+from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone
 
@@ -96,7 +97,7 @@ class _Parts:
             if self.upload.size > self.max_file_bytes:
                 raise RequestError(
                     413,
-                    f"the file is larger than {self.max_file_bytes // (1024 * 1024)} MiB",
+                    f"the file is larger than {self.max_file_bytes // MIB} MiB",
                     "file_too_large",
                     "file",
                 )

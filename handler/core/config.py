@@ -33,6 +33,10 @@ DEFAULT_CONCURRENT_BATCHES = 2
 DEFAULT_CHUNK_LINES = 1000
 DEFAULT_BATCH_INFLIGHT = 512
 COMPLETION_WINDOW_S = 24 * 3600
+# OpenAI's 30 days: how long batch input and output files are kept unless told otherwise, and
+# the longest `expires_after` a file or a batch's output may ask for (the shortest is an hour).
+FILE_EXPIRY_S = 30 * 24 * 3600
+EXPIRY_RANGE_S = (3600, FILE_EXPIRY_S)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ from enum import Enum
 from vllm_sagemaker.handler.core.errors import RequestError
 
 JSON_TYPES = frozenset({"application/json"})
+# The JSON Lines type this project sends and answers with (SageMaker's name for it).
+JSON_LINES = "application/jsonlines"
 JSON_LINES_TYPES = frozenset(
     {
-        "application/jsonlines",
+        JSON_LINES,
         "application/jsonl",
         "application/x-jsonlines",
         "application/x-ndjson",

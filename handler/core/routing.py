@@ -47,6 +47,11 @@ class BatchLineError(Exception):
     error: RequestError
 
 
+# The custom attribute that marks a request as batch work (`vllm-sagemaker batch` sends it).
+BATCH_WORK_KEY, BATCH_WORK_VALUE = "priority", "batch"
+BATCH_WORK_ATTRIBUTE = f"{BATCH_WORK_KEY}={BATCH_WORK_VALUE}"
+
+
 def custom_attributes(header: str | None) -> dict[str, str]:
     """`a=1, route=/v1/embeddings, flag` -> {"a": "1", "route": "/v1/embeddings", "flag": ""}."""
     pairs: dict[str, str] = {}
@@ -61,7 +66,7 @@ def is_batch_work(attributes: Mapping[str, str]) -> bool:
     """Whether custom attributes mark a request as batch work (`priority=batch`, as
     `vllm-sagemaker batch` sends): its records run at batch priority, and it is not live traffic
     that server-side batches yield to."""
-    return attributes.get("priority") == "batch"
+    return attributes.get(BATCH_WORK_KEY) == BATCH_WORK_VALUE
 
 
 def checked_route(route: str, served: Collection[str], param: str) -> str:

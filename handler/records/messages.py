@@ -4,11 +4,12 @@ from collections.abc import Sequence
 
 from starlette.types import Receive, Scope, Send
 
+from vllm_sagemaker.handler.core import content_types
 from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.errors import RequestError
 
 JSON = b"application/json"
-JSON_LINES = b"application/jsonlines"
+JSON_LINES = content_types.JSON_LINES.encode()
 TEXT = b"text/plain; charset=utf-8"
 
 
