@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from vllm_sagemaker.deploy.batch import local_engine, targets
 from vllm_sagemaker.deploy.batch.pace import Pace
-from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Target
+from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Destination
 from vllm_sagemaker.deploy.io import invoke, storage
 from vllm_sagemaker.deploy.io.ordered import in_order
 from vllm_sagemaker.handler.core import usage
@@ -104,8 +104,8 @@ class Sinks:
     errors: IO[bytes] | None
 
     def write(self, line: bytes, result: Outcome) -> None:
-        target = self.errors if self.errors is not None and not result.succeeded else self.output
-        target.write(line + b"\n")
+        sink = self.errors if self.errors is not None and not result.succeeded else self.output
+        sink.write(line + b"\n")
 
     def flush(self) -> None:
         for sink in (self.output, self.errors):
@@ -198,14 +198,14 @@ def refused_line(checked: Checked, refusal: invoke.Refused) -> bytes:
     )
 
 
-async def chunk_lines(target: Target, chunk: list[Checked]) -> list[bytes]:
+async def chunk_lines(destination: Destination, chunk: list[Checked]) -> list[bytes]:
     """The output lines of a chunk, in order: known answers as they are, the rest from one
     multi-record request to the container."""
     body = b"".join(item.raw + b"\n" for item in chunk if item.fault is None)
     if not body:
         return [error_line(item) for item in chunk]
     try:
-        answers = iter(split(await target.invoke(body)))
+        answers = iter(split(await destination.invoke(body)))
     except invoke.Refused as refusal:
         return [error_line(item) if item.fault else refused_line(item, refusal) for item in chunk]
     lines = [error_line(item) if item.fault else next(answers, b"") for item in chunk]
@@ -214,10 +214,12 @@ async def chunk_lines(target: Target, chunk: list[Checked]) -> list[bytes]:
     return lines
 
 
-async def answer_chunk(target: Target, chunk: list[Checked]) -> list[tuple[bytes, Outcome]]:
+async def answer_chunk(
+    destination: Destination, chunk: list[Checked]
+) -> list[tuple[bytes, Outcome]]:
     """A chunk's output lines, each with its outcome (every line is parsed once). A line the
     engine aborted is no answer: the run stops before anything of the chunk is written."""
-    answers = [(line, outcome(line)) for line in await chunk_lines(target, chunk)]
+    answers = [(line, outcome(line)) for line in await chunk_lines(destination, chunk)]
     for item, (_, result) in zip(chunk, answers, strict=True):
         if item.fault is None and result.aborted:
             raise invoke.InvocationFailed(
@@ -264,7 +266,7 @@ def most_calls(job: BatchJob) -> int:
 
 
 @contextlib.asynccontextmanager
-async def target_for(job: BatchJob, pace: Pace) -> AsyncIterator[Target]:
+async def destination_for(job: BatchJob, pace: Pace) -> AsyncIterator[Destination]:
     """Where the job's mini-batches go, ready to take them."""
     if job.sagemaker_endpoint:
         endpoint = targets.Endpoint(
@@ -321,12 +323,12 @@ async def run(job: BatchJob) -> Summary:
         sinks = Sinks(output, errors)
         source = stack.enter_context(storage.reading(job.input))
         pace = Pace(most_calls(job))
-        async with target_for(job, pace) as target:
+        async with destination_for(job, pace) as destination:
             progress = Progress(count_lines(source), summary.lines)
 
             async def start(chunk: list[Checked]) -> list[tuple[bytes, Outcome]]:
                 async with pace:
-                    return await answer_chunk(target, chunk)
+                    return await answer_chunk(destination, chunk)
 
             def finish(chunk: list[Checked], answers: list[tuple[bytes, Outcome]]) -> None:
                 summary.throttled = pace.throttles

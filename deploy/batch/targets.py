@@ -47,15 +47,17 @@ RETRY_ERRORS = frozenset(
 SERVING = frozenset({"InService", "Updating", "SystemUpdating"})
 
 
-class Target(Protocol):
+class Destination(Protocol):
+    """Where mini-batches go: a `Container` or an `Endpoint`."""
+
     async def ready(self) -> None:
-        """Return once the target can take calls; `invoke.NotReady` if it never will."""
+        """Return once the destination can take calls; `invoke.NotReady` if it never will."""
 
     async def invoke(self, body: bytes) -> bytes:
         """The answer to one JSON Lines mini-batch."""
 
     def close(self) -> None:
-        """Release what the target holds."""
+        """Release what the destination holds."""
 
 
 @dataclass
