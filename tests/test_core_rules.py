@@ -1,8 +1,10 @@
 """Rules written once in handler/core and used by several layers, each with a table of cases."""
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.records.messages import watch_disconnect
 
 
 @pytest.mark.parametrize(
@@ -182,3 +185,45 @@ def test_a_wire_constant_means_the_same_on_every_side(
     what: str, observed: object, expected: object
 ) -> None:
     assert observed == expected, what
+
+
+@pytest.mark.parametrize(
+    ("messages", "gone"),
+    [
+        ([{"type": "http.disconnect"}], True),
+        (
+            [
+                {"type": "http.request", "body": b"", "more_body": False},
+                {"type": "http.disconnect"},
+            ],
+            True,
+        ),
+        ([OSError("the connection broke")], True),
+        ([{"type": "http.request", "body": b"x"}], False),
+        ([], False),
+    ],
+)
+def test_a_client_is_gone_when_it_disconnects_or_cannot_be_read(
+    messages: list[dict[str, Any] | Exception], gone: bool
+) -> None:
+    """The one watcher of /invocations and of custom code's invoke(): `on_gone` runs once the
+    client leaves; a client still there (its next message never comes) leaves it unrun."""
+
+    async def watched() -> list[str]:
+        pending = list(messages)
+        called: list[str] = []
+
+        async def receive() -> dict[str, Any]:
+            if not pending:
+                await asyncio.Event().wait()
+            message = pending.pop(0)
+            if isinstance(message, Exception):
+                raise message
+            return message
+
+        watcher = asyncio.create_task(watch_disconnect(receive, lambda: called.append("gone")))
+        await asyncio.sleep(0.01)
+        watcher.cancel()
+        return called
+
+    assert asyncio.run(watched()) == (["gone"] if gone else [])

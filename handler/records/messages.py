@@ -1,6 +1,7 @@
 """ASGI messages: request headers and bodies in, whole answers out."""
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
 
 from starlette.types import Receive, Scope, Send
 
@@ -79,3 +80,12 @@ async def read_body(receive: Receive, limit_bytes: int) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def watch_disconnect(receive: Receive, on_gone: Callable[[], None]) -> None:
+    """Call `on_gone` when the client goes away (or its messages can no longer be read), after
+    the request body was read; run it as a task and cancel it once the answer is sent."""
+    with contextlib.suppress(Exception):
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    on_gone()

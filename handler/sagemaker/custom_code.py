@@ -14,7 +14,6 @@ batch lines, sessions, adapters) on the handler's request, or on a body of the h
 """
 
 import asyncio
-import contextlib
 import inspect
 import os
 from collections.abc import AsyncIterator
@@ -28,6 +27,7 @@ from starlette.types import ASGIApp, Message
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.logs import logger
 from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.messages import watch_disconnect
 
 # Where the middleware leaves its /invocations for a customer handler to find.
 SCOPE_KEY = "vllm_sagemaker.invocations"
@@ -95,14 +95,8 @@ async def invoke(
     messages: asyncio.Queue[Message | None] = asyncio.Queue()
     disconnected = asyncio.Event()
 
-    async def watch_client() -> None:
-        with contextlib.suppress(Exception):
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-        disconnected.set()
-
     async def run() -> None:
-        watcher = asyncio.create_task(watch_client())
+        watcher = asyncio.create_task(watch_disconnect(request.receive, disconnected.set))
         try:
             await asgi_call.dispatch(
                 invocations, request.scope, "POST", "/invocations", raw, headers,

@@ -10,7 +10,6 @@ is whole, with Content-Length, as SageMaker's async path requires. Each invocati
 """
 
 import asyncio
-import contextlib
 import time
 import uuid
 
@@ -41,8 +40,9 @@ from vllm_sagemaker.handler.records.messages import (
     respond,
     respond_error,
     text_header,
+    watch_disconnect,
 )
-from vllm_sagemaker.handler.records.minibatch import CLIENT_GONE, Stop
+from vllm_sagemaker.handler.records.minibatch import CLIENT_GONE
 from vllm_sagemaker.handler.records.pipeline import Pipeline
 from vllm_sagemaker.handler.sagemaker import adapters, sessions
 
@@ -124,7 +124,7 @@ class Invocations:
             retry_after = (b"retry-after", str(RETRY_AFTER_S).encode())
             await respond_error(send, THROTTLED, [retry_after, *echo])
             return THROTTLED.status
-        watcher = asyncio.create_task(_watch_disconnect(receive, context.stop))
+        watcher = asyncio.create_task(watch_disconnect(receive, lambda: context.stop(CLIENT_GONE)))
         try:
             if several:
                 return await self._mini_batch(context, send, jsonlines.split(body), echo)
@@ -244,11 +244,3 @@ def _log_line(context: RecordContext, status: int, ms: float) -> str:
         completion_tokens=tally.completion_tokens,
         ms=f"{ms:.1f}",
     )
-
-
-async def _watch_disconnect(receive: Receive, stop: Stop) -> None:
-    """Stop the request when the client goes away (vLLM then aborts what is running)."""
-    with contextlib.suppress(Exception):
-        while (await receive())["type"] != "http.disconnect":
-            pass
-    stop(CLIENT_GONE)
