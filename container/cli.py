@@ -6,6 +6,7 @@ client's (the deploy kit and the batch tools); they load only when one of them i
 """
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -66,8 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `vllm-sagemaker` command."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The `vllm-sagemaker` command. A reader that stops early (`... | head`) ends it quietly."""
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        # Python's advice: point stdout at devnull so the flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _run(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
         return serve.main(argv[1:])
     parser = build_parser()
