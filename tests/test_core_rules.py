@@ -14,11 +14,12 @@ from vllm_sagemaker.deploy.batch import targets
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.shards import Plan, Shard
 from vllm_sagemaker.handler.batches import batch_object, batches_api, files_api
-from vllm_sagemaker.handler.core import content_types, routing, usage
+from vllm_sagemaker.handler.core import content_types, ids, routing, usage
 from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.handler.core.formats import REQUEST_ID_PREFIX
 from vllm_sagemaker.handler.records.messages import watch_disconnect
 
 
@@ -227,3 +228,35 @@ def test_a_client_is_gone_when_it_disconnects_or_cannot_be_read(
         return called
 
     assert asyncio.run(watched()) == (["gone"] if gone else [])
+
+
+@pytest.mark.parametrize(
+    ("value", "prefix", "is_id"),
+    [
+        (ids.new_id(files_api.FILE_ID_PREFIX), "file-", True),
+        (ids.new_id(batches_api.BATCH_ID_PREFIX), "batch_", True),
+        (ids.new_id(REQUEST_ID_PREFIX), "batch_req_", True),
+        ("file-0123abcdef", "file-", True),
+        ("file-ab_1", "file-", True),
+        ("file-0123-output", "file-", True),
+        ("batch_0123abcdef", "batch_", True),
+        ("batch_a-b", "batch_", True),
+        ("file-" + "a" * 123, "file-", True),
+        ("file-" + "a" * 124, "file-", False),
+        ("file-", "file-", False),
+        ("batch_0123", "file-", False),
+        ("file-0123", "batch_", False),
+        ("file-a.b", "file-", False),
+        ("file-a/b", "file-", False),
+        ("file-a b", "file-", False),
+        ("file-\x00", "file-", False),
+        ("file-ab_1", "", True),
+        ("-file", "", False),
+        ("..", "", False),
+        ("", "", False),
+    ],
+)
+def test_an_id_is_its_prefix_then_letters_digits_and_dashes(
+    value: str, prefix: str, is_id: bool
+) -> None:
+    assert ids.is_id(value, prefix) is is_id

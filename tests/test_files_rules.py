@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sagemaker.handler.batches import batches_api, files_api, paging, routes
+from vllm_sagemaker.handler.batches import files_api, paging, routes
 from vllm_sagemaker.handler.batches.store import Store, StoredFile
 from vllm_sagemaker.handler.batches.uploads import receive_upload
 from vllm_sagemaker.handler.core.errors import RequestError
@@ -176,37 +176,6 @@ def test_expired_files_are_gone(tmp_path: Path) -> None:
     assert store.file(file_id, now=2000) is None
     store.sweep_expired(now=2000)
     assert not store.body_path(file_id).exists()
-
-
-@pytest.mark.parametrize(
-    ("value", "prefix", "is_id"),
-    [
-        (paging.new_id(files_api.FILE_ID_PREFIX), "file-", True),
-        (paging.new_id(batches_api.BATCH_ID_PREFIX), "batch_", True),
-        ("file-0123abcdef", "file-", True),
-        ("file-ab_1", "file-", True),
-        ("file-0123-output", "file-", True),
-        ("batch_0123abcdef", "batch_", True),
-        ("batch_a-b", "batch_", True),
-        ("file-" + "a" * 123, "file-", True),
-        ("file-" + "a" * 124, "file-", False),
-        ("file-", "file-", False),
-        ("batch_0123", "file-", False),
-        ("file-0123", "batch_", False),
-        ("file-a.b", "file-", False),
-        ("file-a/b", "file-", False),
-        ("file-a b", "file-", False),
-        ("file-\x00", "file-", False),
-        ("file-ab_1", "", True),
-        ("-file", "", False),
-        ("..", "", False),
-        ("", "", False),
-    ],
-)
-def test_an_id_is_its_prefix_then_letters_digits_and_dashes(
-    value: str, prefix: str, is_id: bool
-) -> None:
-    assert paging.is_id(value, prefix) is is_id
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from vllm_sagemaker.handler.batches.files_api import not_found as file_not_found
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.scheduler import Scheduler
 from vllm_sagemaker.handler.batches.store import Batch, Store
+from vllm_sagemaker.handler.core import ids
 from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records import asgi_call
@@ -99,7 +100,7 @@ class BatchesApi:
                 "input_file_id",
             )
         batch = batch_object.new_batch(
-            paging.new_id(BATCH_ID_PREFIX), params, int(time.time()), self.window_s
+            ids.new_id(BATCH_ID_PREFIX), params, int(time.time()), self.window_s
         )
         await asyncio.to_thread(self.store.add_batch, batch)
         self.scheduler.wake()
@@ -111,7 +112,7 @@ class BatchesApi:
         await respond(send, 200, paging.page(*found))
 
     async def _batch(self, batch_id: str) -> Batch:
-        valid = paging.is_id(batch_id, BATCH_ID_PREFIX)
+        valid = ids.is_id(batch_id, BATCH_ID_PREFIX)
         batch = await asyncio.to_thread(self.store.batch, batch_id) if valid else None
         if batch is None:
             raise not_found(batch_id)

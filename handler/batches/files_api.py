@@ -21,6 +21,7 @@ from vllm_sagemaker.handler.batches import paging
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.store import Store, StoredFile
 from vllm_sagemaker.handler.batches.uploads import receive_upload
+from vllm_sagemaker.handler.core import ids
 from vllm_sagemaker.handler.core.config import EXPIRY_RANGE_S, FILE_EXPIRY_S, MIB
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone, respond, respond_error, text_header
@@ -151,7 +152,7 @@ class FilesApi:
         length = text_header(scope, b"content-length") or ""
         if length.isdigit() and int(length) > self.limits.max_file_bytes + FORM_OVERHEAD_BYTES:
             raise too_large(self.limits.max_file_bytes)
-        file_id = paging.new_id(FILE_ID_PREFIX)
+        file_id = ids.new_id(FILE_ID_PREFIX)
         partial = self.store.partial_path(file_id)
 
         def check_file(filename: str, fields: dict[str, str]) -> None:
@@ -192,7 +193,7 @@ class FilesApi:
     async def _file(self, file_id: str) -> StoredFile:
         stored = (
             await asyncio.to_thread(self.store.file, file_id)
-            if paging.is_id(file_id, FILE_ID_PREFIX)
+            if ids.is_id(file_id, FILE_ID_PREFIX)
             else None
         )
         if stored is None:

@@ -10,34 +10,14 @@ A list page is `{"object": "list", "data", "first_id", "last_id", "has_more"}`; 
 """
 
 import json
-import re
-import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_sagemaker.handler.core import ids
 from vllm_sagemaker.handler.core.errors import RequestError
 
-# Every id this server gives out (`file-<hex>`, `file-<hex>-output`, `batch_<hex>`) is letters,
-# digits, `_` and `-`, starts with a letter or digit and has at most MAX_ID_CHARS.
-MAX_ID_CHARS = 128
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 SHOWN_CHARS = 200
-
-
-def new_id(prefix: str) -> str:
-    """A new id of the kind `prefix` names (`file-`, `batch_`)."""
-    return prefix + uuid.uuid4().hex
-
-
-def is_id(value: str, prefix: str = "") -> bool:
-    """Whether `value` has the form of an id, of the kind `prefix` names when one is given
-    (with something after the prefix)."""
-    return (
-        len(prefix) < len(value) <= MAX_ID_CHARS
-        and value.startswith(prefix)
-        and _ID.fullmatch(value) is not None
-    )
 
 
 @dataclass(frozen=True)
@@ -54,7 +34,7 @@ def object_path(path: str, prefix: str, actions: Collection[str]) -> ObjectPath:
     parts = path.removeprefix(prefix).split("/")[1:]
     if (
         len(parts) > 2
-        or (parts and not is_id(parts[0]))
+        or (parts and not ids.is_id(parts[0]))
         or (len(parts) == 2 and parts[1] not in actions)
     ):
         shown = path if len(path) <= SHOWN_CHARS else path[:SHOWN_CHARS] + "..."
