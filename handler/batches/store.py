@@ -4,9 +4,12 @@ Everything that must survive a crash goes through `Store`: rows change only insi
 and a file's row is written only after its body is complete on disk, so a crash leaves either
 the whole file or nothing. SQLite in WAL mode with a busy timeout lets the API-server processes
 of a container share one store. The other backend, `handler.batches.s3.store.S3Store`, offers
-the same file, batch and claim methods over S3, for replicas sharing one bucket. Where the work
-differs (a whole batch here, chunks there), the store says so through its claims (`Work`) and
-its own `add_plan`, `results_dir` and `fail_batch`; the runner asks nothing else.
+the same methods over S3, for replicas sharing one bucket: both are a
+`handler.batches.store_interface.BatchStore`. Where the work differs (a whole batch here, chunks
+there), the store says so through its claims (`Work`) and its own `add_plan`, `results_dir`,
+`fail_batch`, `finish_part`, `chunk_results` and `assemble_batch`: here a batch is one part, its
+results the files its run appends, which become the batch's output and error files as it
+finishes; the runner asks nothing else.
 
 A batch row holds the Batch object as the API shows it, plus the lease of the runner that owns
 it: a runner claims a batch only when nobody holds a live lease on it, renews the lease while it
@@ -20,9 +23,11 @@ Layout under the store directory (SAGEMAKER_BATCH_STORE):
     files/<id>.partial            a body being written (removed on failure)
     batches/<id>/output.jsonl     a running batch's results so far (handler.batches.results)
     batches/<id>/errors.jsonl
+    batches/<id>/part.json        its tallies once its lines are all answered (`finish_part`)
 """
 
 import contextlib
+import dataclasses
 import enum
 import json
 import os
@@ -340,6 +345,53 @@ class Store:
         if owner is None:
             return None
         return self.finish_batch(batch_id, owner, [], change)
+
+    def finish_part(
+        self, batch_id: str, part: Part | None, files: dict[str, Path], tallies: dict[str, Any]
+    ) -> bool:
+        """The batch's one part is finished: note its results files and tallies beside them,
+        for `chunk_results` and `assemble_batch` (which changes the batch only for its holder)."""
+        if part is not None:
+            raise StoreError("the embedded store runs batches whole, not in chunks")
+        record = {"files": {kind: str(path) for kind, path in files.items()}, "tallies": tallies}
+        target = self._part_path(batch_id)
+        written = target.with_suffix(".partial")
+        try:
+            written.write_text(json.dumps(record))
+            os.replace(written, target)
+        except OSError as error:
+            raise StoreError(f"the batch's results could not be noted: {error}") from None
+        return True
+
+    def chunk_results(self, batch_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The batch's one part, once finished: index 0 and its tallies."""
+        yield 0, self._finished_part(batch_id)["tallies"]
+
+    def assemble_batch(
+        self,
+        batch_id: str,
+        owner: str,
+        outputs: dict[str, StoredFile],
+        change: Callable[[Batch], Batch],
+    ) -> Batch | None:
+        """The batch's one part's results of each kind in `outputs` become that file, and the
+        batch takes its final state, in one transaction (`finish_batch`)."""
+        files = self._finished_part(batch_id)["files"]
+        made = []
+        for kind, stored in outputs.items():
+            source = Path(files[kind])
+            made.append((dataclasses.replace(stored, bytes=source.stat().st_size), source))
+        return self.finish_batch(batch_id, owner, made, change)
+
+    def _part_path(self, batch_id: str) -> Path:
+        return self.batch_dir(batch_id) / "part.json"
+
+    def _finished_part(self, batch_id: str) -> dict[str, Any]:
+        try:
+            record: dict[str, Any] = json.loads(self._part_path(batch_id).read_text())
+        except FileNotFoundError:
+            raise StoreError(f"batch {batch_id} has no finished part") from None
+        return record
 
     def finish_batch(
         self,

@@ -55,7 +55,8 @@ CAS_ATTEMPTS = 20
 
 
 class S3Store:
-    """The same methods as `handler.batches.store.Store`, over S3."""
+    """A `handler.batches.store_interface.BatchStore` over S3: the same methods as the embedded
+    `handler.batches.store.Store`."""
 
     # Every check is S3 requests (a lease renewal, a read of the batch), paid per chunk run.
     check_every_s = 2.0
@@ -321,10 +322,12 @@ class S3Store:
         return self.change_batch(batch_id, change, owner)
 
     def finish_part(
-        self, batch_id: str, part: Part, files: dict[str, Path], tallies: dict[str, Any]
+        self, batch_id: str, part: Part | None, files: dict[str, Path], tallies: dict[str, Any]
     ) -> bool:
         """Upload a chunk run's results under its epoch and make them the chunk's, once; then
         add them to the batch's counts. False when the chunk was finished by another run."""
+        if part is None:
+            raise StoreError("only a chunk's run finishes a part in the S3 store")
         chunks = Chunks(self.bucket, batch_id)
         for kind in KINDS:
             with files[kind].open("rb") as body:
@@ -352,7 +355,7 @@ class S3Store:
             for index, result in self.chunk_results(batch_id)
         ]
         joined = _Joined(self.bucket, keys)
-        self.bucket.upload(f"files/{stored.id}/body", joined)
+        self.bucket.upload(f"files/{stored.id}/body", io.BufferedReader(joined))
         assembled = StoredFile(
             stored.id,
             joined.size,
@@ -364,6 +367,19 @@ class S3Store:
         if self.bucket.get_json(f"files/{stored.id}/file.json") is None:
             self._add_file_row(assembled)
         return assembled
+
+    def assemble_batch(
+        self,
+        batch_id: str,
+        owner: str,
+        outputs: dict[str, StoredFile],
+        change: Callable[[Batch], Batch],
+    ) -> Batch | None:
+        """Every chunk is finished: join their results of each kind in `outputs` into that file
+        (`assemble`), then give the batch its final state (`change`) if `owner` holds it."""
+        for kind, stored in outputs.items():
+            self.assemble(batch_id, kind, stored)
+        return self.change_batch(batch_id, change, owner)
 
 
 class _Joined(io.RawIOBase):
