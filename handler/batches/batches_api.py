@@ -18,9 +18,9 @@ from starlette.types import Receive, Scope, Send
 
 from vllm_sagemaker.handler.batches import batch_object, paging
 from vllm_sagemaker.handler.batches.files_api import not_found as file_not_found
-from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.scheduler import Scheduler
-from vllm_sagemaker.handler.batches.store import Batch, Store
+from vllm_sagemaker.handler.batches.store import Batch
+from vllm_sagemaker.handler.batches.store_interface import BatchStore
 from vllm_sagemaker.handler.core import ids
 from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.errors import RequestError
@@ -53,9 +53,7 @@ def cancelled(batch: Batch, now: int) -> Batch | None:
 
 
 class BatchesApi:
-    def __init__(
-        self, store: Store | S3Store, pipeline: Pipeline, scheduler: Scheduler, window_s: int
-    ):
+    def __init__(self, store: BatchStore, pipeline: Pipeline, scheduler: Scheduler, window_s: int):
         self.store = store
         self.pipeline = pipeline
         self.scheduler = scheduler

@@ -18,8 +18,8 @@ from urllib.parse import parse_qsl
 from starlette.types import Receive, Scope, Send
 
 from vllm_sagemaker.handler.batches import paging
-from vllm_sagemaker.handler.batches.s3.store import S3Store
-from vllm_sagemaker.handler.batches.store import Store, StoredFile
+from vllm_sagemaker.handler.batches.store import StoredFile
+from vllm_sagemaker.handler.batches.store_interface import BatchStore
 from vllm_sagemaker.handler.batches.uploads import receive_upload
 from vllm_sagemaker.handler.core import ids
 from vllm_sagemaker.handler.core.config import EXPIRY_RANGE_S, FILE_EXPIRY_S, MIB
@@ -122,7 +122,7 @@ def list_query(query: bytes) -> tuple[str | None, int, bool, str | None]:
 
 
 class FilesApi:
-    def __init__(self, store: Store | S3Store, limits: FileLimits) -> None:
+    def __init__(self, store: BatchStore, limits: FileLimits) -> None:
         self.store = store
         self.limits = limits
 

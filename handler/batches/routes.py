@@ -15,6 +15,7 @@ from vllm_sagemaker.handler.batches.runner import RunSettings, Runtime
 from vllm_sagemaker.handler.batches.s3.store import S3Store
 from vllm_sagemaker.handler.batches.scheduler import Scheduler, runner_id
 from vllm_sagemaker.handler.batches.store import Store, StoreError, StoreUnavailable
+from vllm_sagemaker.handler.batches.store_interface import BatchStore
 from vllm_sagemaker.handler.batches.window import BatchWindow
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.config import BatchApiSettings
@@ -41,7 +42,7 @@ def canonical(path: str) -> str | None:
     return None
 
 
-def open_store(location: str, chunk_lines: int) -> Store | S3Store:
+def open_store(location: str, chunk_lines: int) -> BatchStore:
     """The store SAGEMAKER_BATCH_STORE names: `s3://bucket/prefix/`, shared by every replica
     naming it, or a local directory."""
     if s3_uri.is_s3(location):
@@ -98,7 +99,7 @@ class BatchRoutes:
             )
         return self._apis
 
-    def _scheduler(self, store: Store | S3Store) -> Scheduler:
+    def _scheduler(self, store: BatchStore) -> Scheduler:
         settings = self.settings
         run = RunSettings(settings.priority, LEASE_S, store.check_every_s)
         scope = self.scope or base_scope({})

@@ -11,13 +11,13 @@ from starlette.types import Scope
 from vllm_sagemaker.handler.batches.store import Batch
 from vllm_sagemaker.handler.batches.store_interface import BatchStore
 from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.lifecycle import StopRequests
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.minibatch import Stop
 from vllm_sagemaker.handler.records.pipeline import Pipeline
 
-CANCELLED = RequestError(499, "This request was cancelled before it completed.", "batch_cancelled")
 EXPIRED = RequestError(
     408,
     "This request could not be executed before the completion window expired.",
@@ -61,6 +61,6 @@ class Runtime:
 def stop_when_due(batch: Batch, stop: Stop) -> None:
     """Stop the run when the batch is being cancelled or its window has passed."""
     if batch["status"] == "cancelling":
-        stop(CANCELLED)
+        stop(CANCELLED_LINE)
     elif time.time() >= batch["expires_at"]:
         stop(EXPIRED)

@@ -9,13 +9,13 @@ import time
 from vllm_sagemaker.handler.batches.batch_object import add_usage
 from vllm_sagemaker.handler.batches.results import Results, Tallies
 from vllm_sagemaker.handler.batches.run_claim import HeldClaim
-from vllm_sagemaker.handler.batches.run_context import CANCELLED, EXPIRED, RunEnded
+from vllm_sagemaker.handler.batches.run_context import EXPIRED, RunEnded
 from vllm_sagemaker.handler.batches.run_status import BatchStatus, final
 from vllm_sagemaker.handler.batches.store import StoredFile
+from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
+from vllm_sagemaker.handler.core.config import FILE_EXPIRY_S
 from vllm_sagemaker.handler.logs import logger
 from vllm_sagemaker.handler.records.minibatch import Stop
-
-OUTPUT_EXPIRY_S = 30 * 24 * 3600
 
 
 class ResultsWriter:
@@ -61,7 +61,7 @@ class ResultsWriter:
             if result.get("stopped") == "expired":
                 stop(EXPIRED)
             elif result.get("stopped") == "cancelled" and stop.reason is None:
-                stop(CANCELLED)
+                stop(CANCELLED_LINE)
         outputs: dict[str, StoredFile] = {}
         ids: dict[str, str | None] = {}
         for key, kind, count in (
@@ -88,7 +88,7 @@ class ResultsWriter:
         the store's to fill in as it writes the body)."""
         batch_id = self.held.batch_id
         expires_after = self.status.batch.get("output_expires_after") or {}
-        expiry = expires_after.get("seconds") or OUTPUT_EXPIRY_S
+        expiry = expires_after.get("seconds") or FILE_EXPIRY_S
         return StoredFile(
             f"file-{batch_id.removeprefix('batch_')}-{kind}",
             0,
@@ -103,4 +103,4 @@ def _stopped(stop: Stop) -> str | None:
     """Why a part's run stopped early, as its finished part records it."""
     if stop.reason is EXPIRED:
         return "expired"
-    return "cancelled" if stop.reason is CANCELLED else None
+    return "cancelled" if stop.reason is CANCELLED_LINE else None

@@ -7,8 +7,9 @@ from typing import Any
 
 from vllm_sagemaker.handler.batches.results import Tallies
 from vllm_sagemaker.handler.batches.run_claim import HeldClaim
-from vllm_sagemaker.handler.batches.run_context import CANCELLED, EXPIRED, RunEnded
+from vllm_sagemaker.handler.batches.run_context import EXPIRED, RunEnded
 from vllm_sagemaker.handler.batches.store import Batch
+from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.records.minibatch import Stop
 
 
@@ -96,6 +97,6 @@ def _with_counts(batch: Batch, tallies: Tallies) -> Batch:
 def _final_status(batch: Batch, stop: Stop) -> str:
     if stop.reason is EXPIRED:
         return "expired"
-    if stop.reason is CANCELLED or batch["status"] == "cancelling":
+    if stop.reason is CANCELLED_LINE or batch["status"] == "cancelling":
         return "cancelled"
     return "completed"
