@@ -1,0 +1,85 @@
+"""docs/cli.md, the command reference, written from the argparse definitions themselves.
+
+    .venv/bin/python -m tests.cli_reference     # rewrite docs/cli.md after changing a command
+
+`tests/test_docs_reference.py` fails while the file differs from what this writes, so a renamed
+option, a new one or a changed default cannot reach the docs late.
+"""
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+from vllm_sagemaker.container import cli, serve
+
+PATH = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+HEADER = """# Command reference
+
+Every command and option, written from the commands' own definitions by
+`.venv/bin/python -m tests.cli_reference` (a test fails when this page and the code differ).
+How to use them: [batch files](batch-files.md), [Batch Transform](batch-transform.md),
+[deploying](deploy.md), [configuration](configuration.md).
+"""
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def commands() -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """(command line, parser) for `serve` and every `vllm-sagemaker` command, depth first."""
+    yield "serve", serve.add_arguments(argparse.ArgumentParser(prog="serve"))
+
+    def walk(
+        prefix: str, parser: argparse.ArgumentParser
+    ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+        children = subcommands(parser)
+        if not children:
+            yield prefix, parser
+        for name, child in children.items():
+            yield from walk(f"{prefix} {name}", child)
+
+    yield from walk("vllm-sagemaker", cli.build_parser())
+
+
+def cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def option_row(action: argparse.Action) -> str:
+    names = ", ".join(f"`{n}`" for n in action.option_strings) or f"`{action.dest}`"
+    if action.option_strings and action.nargs != 0:
+        value = action.metavar or (
+            "{" + ",".join(map(str, action.choices)) + "}"
+            if action.choices
+            else action.dest.upper()
+        )
+        names += f" {cell(value)}"
+    required = "required" if action.required else ""
+    default = (
+        ""
+        if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0
+        else f"`{cell(action.default)}`"
+    )
+    return f"| {names} | {cell(action.help or '')} | {required or default} |"
+
+
+def render() -> str:
+    parts = [HEADER]
+    for line, parser in commands():
+        parts.append(f"\n## `{line}`\n")
+        if parser.description:
+            parts.append(f"\n{parser.description}\n")
+        rows = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+        if rows:
+            parts.append("\n| option | meaning | default |\n| --- | --- | --- |\n")
+            parts.append("".join(option_row(a) + "\n" for a in rows))
+    return "".join(parts)
+
+
+if __name__ == "__main__":
+    PATH.write_text(render())
+    print(f"wrote {PATH}")
