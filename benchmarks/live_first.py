@@ -10,17 +10,22 @@ p50/p95/p99 against the same traffic on the idle server, and the batch's lines/s
 batch alone.
 
     .venv/bin/python -m benchmarks.live_first [--lines 3000] [--rates 0.5 2 8] [--windows 8 32 128]
-        [--servers controller ...] [--ways /v1/batches ...]
+        [--servers controller ...] [--ways /v1/batches ...] [--plot docs/img/live-first.svg]
 
 `--servers` and `--ways` keep only the named servers and ways of running the batch (a shorter
-run, e.g. to compare two versions of the controller).
+run, e.g. to compare two versions of the controller). `--plot` also draws live p99 against the
+batch's kept throughput, one point per setting and rate, with the command and the machine.
 """
 
 import argparse
 import http.client
 import json
+import os
+import platform
 import random
+import shlex
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +38,7 @@ import openai
 
 from benchmarks.batch_runner import VLLM_SAGEMAKER, write_file
 from benchmarks.batches_api import run_batch_api
+from benchmarks.plot import Point, scatter
 from tests import model_factory, servers
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
@@ -171,12 +177,35 @@ def setups(args: argparse.Namespace) -> dict[str, Setup]:
 
 def report(
     name: str, way: str, rate: float, tail: Tail, idle: Tail, lines_s: float, alone: float
-) -> None:
+) -> Point:
+    """Print one row; the point it makes on the plot."""
     print(
         f"{name:11} {way:17} {rate:6.1f} {tail.p50 * 1000:7.0f} {tail.p95 * 1000:7.0f} "
         f"{tail.p99 * 1000:7.0f} {tail.p50 / idle.p50:6.2f} {tail.p95 / idle.p95:6.2f} "
         f"{tail.p99 / idle.p99:6.2f} {lines_s:8.1f} {lines_s / alone:5.0%}"
     )
+    return Point(f"{name}, {way}", lines_s / alone * 100, tail.p99 * 1000, f"{rate:g}/s")
+
+
+def machine() -> str:
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return f"{os.cpu_count()} x {model}"
+
+
+def plot(path: Path, points: list[Point]) -> None:
+    command = "python -m benchmarks.live_first " + shlex.join(sys.argv[1:])
+    note = f"{command} | {machine()} | {time.strftime('%Y-%m-%d')}"
+    title = "Live p99 latency against the batch throughput kept (a point per setting, live rate)"
+    x_label = "batch throughput kept, % of the batch alone"
+    path.write_text(scatter(points, title, x_label, "live p99 ms", note))
+    print(f"plot: {path}")
 
 
 def main() -> None:
@@ -187,6 +216,7 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--servers", nargs="+", help="e.g. controller 'no yield' 'window 8'")
     parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
+    parser.add_argument("--plot", type=Path, help="write the SVG plot here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -209,6 +239,7 @@ def main() -> None:
             f"{'server':11} {'batch via':17} {'live/s':>6} {'p50 ms':>7} {'p95 ms':>7} "
             f"{'p99 ms':>7} {'p50 x':>6} {'p95 x':>6} {'p99 x':>6} {'lines/s':>8} {'kept':>5}"
         )
+        points: list[Point] = []
         with servers.running(dict.fromkeys(env, model), root, env) as running:
             for name, server in running.items():
                 setup = planned[name]
@@ -230,10 +261,14 @@ def main() -> None:
                     alone = args.lines / rows[0][2]
                     print(f"{name:11} {way:17} {'-':>6} {'':47} {alone:8.1f} {'100%':>5}")
                     for rate, tail, seconds in rows[1:]:
-                        report(name, way, rate, tail, idle[rate], args.lines / seconds, alone)
+                        points.append(
+                            report(name, way, rate, tail, idle[rate], args.lines / seconds, alone)
+                        )
                 preempted = server.metric("vllm_sagemaker:batch_preemptions_total")
                 throttled = server.metric("vllm_sagemaker:batch_throttled_total")
                 print(f"{name:11} preempted {preempted:.0f} lines, throttled {throttled:.0f} calls")
+        if args.plot:
+            plot(args.plot, points)
 
 
 if __name__ == "__main__":
