@@ -201,10 +201,11 @@ def machine() -> str:
 
 def plot(path: Path, points: list[Point]) -> None:
     command = "python -m benchmarks.live_first " + shlex.join(sys.argv[1:])
-    note = f"{command} | {machine()} | {time.strftime('%Y-%m-%d')}"
+    notes = [command, f"{machine()}, {time.strftime('%Y-%m-%d')}"]
     title = "Live p99 latency against the batch throughput kept (a point per setting, live rate)"
     x_label = "batch throughput kept, % of the batch alone"
-    path.write_text(scatter(points, title, x_label, "live p99 ms", note))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(scatter(points, title, x_label, "live p99 ms", notes))
     print(f"plot: {path}")
 
 

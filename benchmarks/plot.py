@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from html import escape
 
 WIDTH, HEIGHT = 720, 440
-LEFT, RIGHT, TOP, BOTTOM = 70, 170, 50, 60
+LEFT, RIGHT, TOP, BOTTOM = 70, 170, 50, 90
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 
 
@@ -22,8 +22,9 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [low + i * step for i in range(count + 1)]
 
 
-def scatter(points: list[Point], title: str, x_label: str, y_label: str, note: str) -> str:
-    """The points, one color per series, with axes from 0 to a little above the largest value."""
+def scatter(points: list[Point], title: str, x_label: str, y_label: str, notes: list[str]) -> str:
+    """The points, one color per series, with axes from 0 to a little above the largest value;
+    `notes` are small lines under the plot (how it was made)."""
     x_max = max(p.x for p in points) * 1.1 or 1.0
     y_max = max(p.y for p in points) * 1.1 or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -39,7 +40,11 @@ def scatter(points: list[Point], title: str, x_label: str, y_label: str, note: s
         'font-family="sans-serif" font-size="12">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="24" font-size="15">{escape(title)}</text>',
-        f'<text x="{LEFT}" y="{HEIGHT - 8}" fill="#555">{escape(note)}</text>',
+        *(
+            f'<text x="8" y="{HEIGHT - 8 - 14 * (len(notes) - 1 - i)}" fill="#555" '
+            f'font-size="10">{escape(line)}</text>'
+            for i, line in enumerate(notes)
+        ),
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" '
         'stroke="black"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="black"/>',
