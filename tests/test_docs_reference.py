@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests import cli_reference
+from vllm_sagemaker.handler.core.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -160,3 +161,15 @@ def test_the_link_check_can_fail(tmp_path: Path) -> None:
     page.write_text("# A title\n\n[ok](#a-title) [gone](#b-title) [file](missing.md)\n")
     assert links(page) == ["#a-title", "#b-title", "missing.md"]
     assert anchors(page) == {"a-title"}
+
+
+def test_the_kinds_table_is_the_routing_table() -> None:
+    """real-time.md lists the request kinds in the order `/invocations` tries them."""
+    text = (ROOT / "docs" / "real-time.md").read_text()
+    table = text[text.index("| kind | shape | vLLM route |") :].split("\n\n")[0]
+    rows = [line.split("|") for line in table.splitlines()[2:]]
+    documented = [
+        (re.sub(r"\s*/\s*", "/", cells[1].strip()), re.findall(r"`(/[^`]*)`", cells[3])[0])
+        for cells in rows
+    ]
+    assert documented == [(kind.name, kind.route) for kind in KINDS]
