@@ -213,9 +213,12 @@ def test_a_client_is_gone_when_it_disconnects_or_cannot_be_read(
     async def watched() -> list[str]:
         pending = list(messages)
         called: list[str] = []
+        # Set once the watcher has read every message and waits for the next: it is still there.
+        waiting = asyncio.Event()
 
         async def receive() -> dict[str, Any]:
             if not pending:
+                waiting.set()
                 await asyncio.Event().wait()
             message = pending.pop(0)
             if isinstance(message, Exception):
@@ -223,8 +226,10 @@ def test_a_client_is_gone_when_it_disconnects_or_cannot_be_read(
             return message
 
         watcher = asyncio.create_task(watch_disconnect(receive, lambda: called.append("gone")))
-        await asyncio.sleep(0.01)
+        still_there = asyncio.create_task(waiting.wait())
+        await asyncio.wait({watcher, still_there}, return_when=asyncio.FIRST_COMPLETED)
         watcher.cancel()
+        still_there.cancel()
         return called
 
     assert asyncio.run(watched()) == (["gone"] if gone else [])
