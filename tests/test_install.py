@@ -209,23 +209,26 @@ def assert_answered(output: Path, ids: list[str]) -> None:
     assert {line["response"]["status_code"] for line in lines} == {200}
 
 
+def run_batch(
+    client: Path, cwd: Path, records: list[Any], env: dict[str, str] | None = None, **options: str
+) -> subprocess.CompletedProcess[str]:
+    """`vllm-sagemaker batch` of `records` (in.jsonl) into out.jsonl, with `options`."""
+    (cwd / "in.jsonl").write_bytes(jsonl(records))
+    files = {"input_file": str(cwd / "in.jsonl"), "output_file": str(cwd / "out.jsonl")}
+    return run(client, cwd, "vllm-sagemaker", "batch", *cli.options(**files, **options), env=env)
+
+
 def test_batch_against_a_running_server(client: Path, chat_server: Server, tmp_path: Path) -> None:
     """`batch --endpoint URL` from the client install on a real engine: 80 good lines answered
     with 200 in order, a line that is not JSON becomes an error line, exit 0."""
     ids = [f"r{i}" for i in range(80)]
     records: list[Any] = [completion(i) for i in ids]
-    (tmp_path / "in.jsonl").write_bytes(jsonl([*records, b"{not json"]))
-    done = run(
+    done = run_batch(
         client,
         tmp_path,
-        "vllm-sagemaker",
-        "batch",
-        *cli.options(
-            input_file=str(tmp_path / "in.jsonl"),
-            output_file=str(tmp_path / "out.jsonl"),
-            error_file=str(tmp_path / "errors.jsonl"),
-            endpoint=chat_server.url,
-        ),
+        [*records, b"{not json"],
+        error_file=str(tmp_path / "errors.jsonl"),
+        endpoint=chat_server.url,
     )
     assert done.returncode == 0, done.stderr
     assert_answered(tmp_path / "out.jsonl", ids)
@@ -276,18 +279,12 @@ def test_batch_through_a_sagemaker_endpoint(
     200 lines answered once with 200, in order, exit 0; the throttled calls were retried."""
     name, runtime, aws_settings = sagemaker_endpoint
     ids = [f"s{i}" for i in range(200)]
-    (tmp_path / "in.jsonl").write_bytes(jsonl([completion(i) for i in ids]))
-    done = run(
+    done = run_batch(
         client,
         tmp_path,
-        "vllm-sagemaker",
-        "batch",
-        *cli.options(
-            input_file=str(tmp_path / "in.jsonl"),
-            output_file=str(tmp_path / "out.jsonl"),
-            sagemaker_endpoint=name,
-        ),
+        [completion(i) for i in ids],
         env=user_env(tmp_path, **aws_settings),
+        sagemaker_endpoint=name,
     )
     assert done.returncode == 0, done.stderr
     assert_answered(tmp_path / "out.jsonl", ids)
