@@ -19,7 +19,6 @@ from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.formats import REQUEST_ID_PREFIX
 from vllm_sagemaker.handler.records.messages import watch_disconnect
 
 
@@ -238,9 +237,10 @@ def test_a_client_is_gone_when_it_disconnects_or_cannot_be_read(
 @pytest.mark.parametrize(
     ("value", "prefix", "is_id"),
     [
-        (ids.new_id(files_api.FILE_ID_PREFIX), "file-", True),
-        (ids.new_id(batches_api.BATCH_ID_PREFIX), "batch_", True),
-        (ids.new_id(REQUEST_ID_PREFIX), "batch_req_", True),
+        (ids.new_id(ids.FILE_ID_PREFIX), "file-", True),
+        (ids.new_id(ids.BATCH_ID_PREFIX), "batch_", True),
+        (ids.new_id(ids.REQUEST_ID_PREFIX), "batch_req_", True),
+        (ids.batch_output_file_id("batch_ab12", "output"), "file-", True),
         ("file-0123abcdef", "file-", True),
         ("file-ab_1", "file-", True),
         ("file-0123-output", "file-", True),
@@ -265,3 +265,14 @@ def test_an_id_is_its_prefix_then_letters_digits_and_dashes(
     value: str, prefix: str, is_id: bool
 ) -> None:
     assert ids.is_id(value, prefix) is is_id
+
+
+@pytest.mark.parametrize(
+    ("batch_id", "kind", "file_id"),
+    [
+        ("batch_ab12", "output", "file-ab12-output"),
+        ("batch_ab12", "errors", "file-ab12-errors"),
+    ],
+)
+def test_a_batch_output_file_id_names_its_batch(batch_id: str, kind: str, file_id: str) -> None:
+    assert ids.batch_output_file_id(batch_id, kind) == file_id

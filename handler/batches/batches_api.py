@@ -31,7 +31,6 @@ from vllm_sagemaker.handler.records.pipeline import Pipeline
 PREFIX = "/v1/batches"
 MAX_BODY_BYTES = MIB
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
-BATCH_ID_PREFIX = "batch_"
 NO_RETRY = [(b"x-should-retry", b"false")]
 
 
@@ -98,7 +97,7 @@ class BatchesApi:
                 "input_file_id",
             )
         batch = batch_object.new_batch(
-            ids.new_id(BATCH_ID_PREFIX), params, int(time.time()), self.window_s
+            ids.new_id(ids.BATCH_ID_PREFIX), params, int(time.time()), self.window_s
         )
         await asyncio.to_thread(self.store.add_batch, batch)
         self.scheduler.wake()
@@ -110,7 +109,7 @@ class BatchesApi:
         await respond(send, 200, paging.page(*found))
 
     async def _batch(self, batch_id: str) -> Batch:
-        valid = ids.is_id(batch_id, BATCH_ID_PREFIX)
+        valid = ids.is_id(batch_id, ids.BATCH_ID_PREFIX)
         batch = await asyncio.to_thread(self.store.batch, batch_id) if valid else None
         if batch is None:
             raise not_found(batch_id)

@@ -32,7 +32,6 @@ MAX_LIST_LIMIT = 10_000
 CHUNK_BYTES = MIB
 # Room for the form's other parts and boundaries beside the file itself.
 FORM_OVERHEAD_BYTES = 64 * 1024
-FILE_ID_PREFIX = "file-"
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ class FilesApi:
         length = text_header(scope, b"content-length") or ""
         if length.isdigit() and int(length) > self.limits.max_file_bytes + FORM_OVERHEAD_BYTES:
             raise too_large(self.limits.max_file_bytes)
-        file_id = ids.new_id(FILE_ID_PREFIX)
+        file_id = ids.new_id(ids.FILE_ID_PREFIX)
         partial = self.store.partial_path(file_id)
 
         def check_file(filename: str, fields: dict[str, str]) -> None:
@@ -193,7 +192,7 @@ class FilesApi:
     async def _file(self, file_id: str) -> StoredFile:
         stored = (
             await asyncio.to_thread(self.store.file, file_id)
-            if ids.is_id(file_id, FILE_ID_PREFIX)
+            if ids.is_id(file_id, ids.FILE_ID_PREFIX)
             else None
         )
         if stored is None:

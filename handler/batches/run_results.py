@@ -12,6 +12,7 @@ from vllm_sagemaker.handler.batches.run_claim import HeldClaim
 from vllm_sagemaker.handler.batches.run_context import EXPIRED, RunEnded
 from vllm_sagemaker.handler.batches.run_status import BatchStatus, final
 from vllm_sagemaker.handler.batches.store import StoredFile
+from vllm_sagemaker.handler.core import ids
 from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.core.config import FILE_EXPIRY_S
 from vllm_sagemaker.handler.logs import logger
@@ -90,7 +91,7 @@ class ResultsWriter:
         expires_after = self.status.batch.get("output_expires_after") or {}
         expiry = expires_after.get("seconds") or FILE_EXPIRY_S
         return StoredFile(
-            f"file-{batch_id.removeprefix('batch_')}-{kind}",
+            ids.batch_output_file_id(batch_id, kind),
             0,
             now,
             f"{batch_id}_{kind}.jsonl",

@@ -8,7 +8,6 @@ from vllm_sagemaker.handler.core.errors import RequestError, error_body, status_
 from vllm_sagemaker.handler.core.routing import Answer
 
 # The id of one line of a batch's output, as OpenAI names it.
-REQUEST_ID_PREFIX = "batch_req_"
 
 
 def batch_output_line(
@@ -22,7 +21,7 @@ def batch_output_line(
     """
     if not is_json:
         body = json.dumps(body.decode("utf-8", "replace")).encode()
-    head = json.dumps({"id": ids.new_id(REQUEST_ID_PREFIX), "custom_id": custom_id})[:-1]
+    head = json.dumps({"id": ids.new_id(ids.REQUEST_ID_PREFIX), "custom_id": custom_id})[:-1]
     response = json.dumps({"status_code": status, "request_id": request_id})[:-1]
     return (
         head.encode()
@@ -38,7 +37,7 @@ def batch_error_line(custom_id: str | None, error: RequestError) -> bytes:
     """A batch line that never reached a route: `response` null, `error` {code, message}."""
     return json.dumps(
         {
-            "id": ids.new_id(REQUEST_ID_PREFIX),
+            "id": ids.new_id(ids.REQUEST_ID_PREFIX),
             "custom_id": custom_id,
             "response": None,
             "error": {"code": error.code, "message": error.message},

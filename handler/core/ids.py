@@ -10,12 +10,20 @@ import re
 import uuid
 
 MAX_ID_CHARS = 128
+FILE_ID_PREFIX = "file-"
+BATCH_ID_PREFIX = "batch_"
+REQUEST_ID_PREFIX = "batch_req_"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def new_id(prefix: str) -> str:
     """A new id of the kind `prefix` names (`file-`, `batch_`, `batch_req_`)."""
     return prefix + uuid.uuid4().hex
+
+
+def batch_output_file_id(batch_id: str, kind: str) -> str:
+    """The id of a batch's output (or errors) file: `batch_<hex>` -> `file-<hex>-<kind>`."""
+    return f"{FILE_ID_PREFIX}{batch_id.removeprefix(BATCH_ID_PREFIX)}-{kind}"
 
 
 def is_id(value: str, prefix: str = "") -> bool:
