@@ -1,5 +1,5 @@
 """The Batches API's rules without an engine: create parameters, usage, file validation, the
-window under live traffic, and the store's leases."""
+window under live traffic, the store's leases, and the size of a batch's chunks."""
 
 import asyncio
 import json
@@ -9,6 +9,7 @@ import pytest
 
 from vllm_sagemaker.handler.batches import admission, batch_object
 from vllm_sagemaker.handler.batches.batches_api import cancelled
+from vllm_sagemaker.handler.batches.chunking import lines_per_chunk
 from vllm_sagemaker.handler.batches.store import Claim, Store, StoredFile, Work
 from vllm_sagemaker.handler.batches.window import BatchWindow
 from vllm_sagemaker.handler.core.batch_lines import MAX_LINES, validate
@@ -263,3 +264,34 @@ def test_finishing_twice_after_a_crash_keeps_one_file(tmp_path: Path) -> None:
     assert store.file("file-a-output") is not None
     assert store.body_path(stored.id).read_bytes() == b"line\n"
     assert store.finish_batch("batch_a", "p", [(stored, results)], lambda b: b) is None
+
+
+@pytest.mark.parametrize(
+    ("lines", "runners", "override", "per_chunk"),
+    [
+        # Four chunks per runner present.
+        (900, 3, None, 75),  # 12 chunks: each of three replicas runs four
+        (900, 1, None, 225),
+        (901, 3, None, 76),  # rounded up: never a thirteenth chunk of one line
+        (3000, 1, None, 750),
+        (2400, 2, None, 300),
+        (900, 0, None, 225),  # none seen yet: the runner cutting it counts as one
+        # At least 50 lines: a chunk's dozen S3 requests spread over enough lines.
+        (100, 3, None, 50),
+        (10, 8, None, 50),
+        (0, 3, None, 50),
+        (600, 3, None, 50),
+        (601, 3, None, 51),
+        # At most 1,000: a takeover redoes at most that many lines.
+        (50_000, 3, None, 1000),
+        (8000, 1, None, 1000),
+        (12_000, 3, None, 1000),
+        (12_012, 3, None, 1000),
+        # SAGEMAKER_BATCH_CHUNK_LINES wins, outside the bounds too.
+        (900, 3, 1000, 1000),
+        (900, 3, 10, 10),
+        (50_000, 1, 5000, 5000),
+    ],
+)
+def test_lines_per_chunk(lines: int, runners: int, override: int | None, per_chunk: int) -> None:
+    assert lines_per_chunk(lines, runners, override) == per_chunk

@@ -16,6 +16,7 @@ from vllm_sagemaker.handler.batches import leases
 from vllm_sagemaker.handler.batches.leases import Lease
 from vllm_sagemaker.handler.batches.s3.chunks import Chunks, Held
 from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict, parse_uri
+from vllm_sagemaker.handler.batches.s3.runners import FRESH_S, present
 from vllm_sagemaker.handler.batches.store import StoreError
 
 LEASE_S = 10.0
@@ -67,6 +68,25 @@ def test_renewed_only_by_its_holder_in_time(
 def test_released_keeps_the_epoch() -> None:
     assert leases.released(Lease(A, 10, 4)) == Lease(None, 0, 4)
     assert leases.claimable(leases.released(Lease(A, 10, 4)), 0)
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ({}, set()),
+        ({A: 100}, {A}),
+        ({A: 100, B: 100 - FRESH_S}, {A, B}),
+        ({A: 100, B: 100 - FRESH_S - 1}, {A}),
+        ({A: 3, B: 1000}, {B}),
+        # Measured against the newest heartbeat, not this machine's clock: a store whose
+        # runners all beat long ago (by S3's clock) still counts them.
+        ({A: 5, B: 7, "c": 9}, {A, B, "c"}),
+    ],
+)
+def test_present_runners_beat_within_three_beats_of_the_newest(
+    written: dict[str, float], expected: set[str]
+) -> None:
+    assert present(written) == expected
 
 
 @pytest.mark.parametrize(
@@ -219,10 +239,12 @@ def test_runners_racing_for_every_chunk_never_share_one(bucket: Bucket) -> None:
     assert sorted(itertools.chain.from_iterable(won)) == list(range(16)), won
 
 
-def test_finished_lists_the_finished_chunks(bucket: Bucket) -> None:
+def test_finished_lists_the_finished_chunks_and_who_ran_them(bucket: Bucket) -> None:
     chunks = Chunks(bucket, "batch_finished")
-    for index in (0, 2, 5):
-        held = chunks.claim(index, A, LEASE_S, now=0)
+    for index, runner in ((0, A), (2, B), (5, A)):
+        held = chunks.claim(index, runner, LEASE_S, now=0)
         assert held is not None and chunks.finish(held, {"completed": 0})
     assert chunks.claim(1, A, LEASE_S, now=0) is not None
     assert chunks.survey().finished == {0, 2, 5}
+    ran = [bucket.get_json(f"batches/batch_finished/chunks/{n:06d}/done.json") for n in (0, 2, 5)]
+    assert [found and found.value["owner"] for found in ran] == [A, B, A]

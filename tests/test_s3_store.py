@@ -168,6 +168,31 @@ def test_work_is_claimed_validation_then_chunks_then_assembly(store: S3Store) ->
     assert store.claim("a", 30, 4) is None
 
 
+def test_a_batch_is_cut_for_the_runners_present(
+    aws: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Three runners looked for work, each leaving a heartbeat: a 900-line batch is cut into
+    four chunks for each, 12 of 75 lines (`lines_per_chunk`); the first plan written stands."""
+    name = f"store-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    store = S3Store(f"s3://{name}/p/", str(tmp_path_factory.mktemp("staging")))
+    for owner in ("host-a/1/a", "host-b/1/b", "host-c/1/c", "host-a/1/a"):
+        assert store.claim(owner, 30, 2) is None
+    assert sorted(key for key, _ in store.bucket.listed("runners/")) == [
+        "runners/host-a/1/a",
+        "runners/host-b/1/b",
+        "runners/host-c/1/c",
+    ]
+    store.add_batch(batch("batch_s"))
+    store.add_plan("batch_s", [10] * 900)
+    plan = store.plan("batch_s")
+    assert plan is not None
+    assert [part.first_line for part in plan] == list(range(1, 901, 75))
+    assert (plan[-1].start, plan[-1].end) == (825 * 10, 9000)
+    store.add_plan("batch_s", [10] * 5)
+    assert S3Store(f"s3://{name}/p/", str(tmp_path_factory.mktemp("again"))).plan("batch_s") == plan
+
+
 def test_an_unreachable_bucket_is_a_clear_store_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -42,7 +42,7 @@ def canonical(path: str) -> str | None:
     return None
 
 
-def open_store(location: str, chunk_lines: int) -> BatchStore:
+def open_store(location: str, chunk_lines: int | None) -> BatchStore:
     """The store SAGEMAKER_BATCH_STORE names: `s3://bucket/prefix/`, shared by every replica
     naming it, or a local directory."""
     if s3_uri.is_s3(location):

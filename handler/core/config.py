@@ -29,8 +29,6 @@ DEFAULT_MINI_BATCH_TIMEOUT_S = 540.0
 ASYNC_MINI_BATCH_TIMEOUT_S = 3540.0
 DEFAULT_SESSION_EXPIRATION_S = 1200
 DEFAULT_CONCURRENT_BATCHES = 2
-# Lines per chunk of a batch in a shared (S3) store: the work one replica claims at a time.
-DEFAULT_CHUNK_LINES = 1000
 DEFAULT_BATCH_INFLIGHT = 512
 COMPLETION_WINDOW_S = 24 * 3600
 # OpenAI's 30 days: how long batch input and output files are kept unless told otherwise, and
@@ -72,7 +70,8 @@ class BatchApiSettings:
     SAGEMAKER_LIVE_LATENCY_SLO (milliseconds to a live request's first byte that batch work must
     not push it past; unset: twice what live requests take while no batch runs) and
     SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS (OpenAI's 24 h); with an `s3://` store, shared by
-    replicas, SAGEMAKER_BATCH_CHUNK_LINES lines per chunk (1,000)."""
+    replicas, SAGEMAKER_BATCH_CHUNK_LINES lines per chunk (unset: sized from the batch and the
+    replicas present, `handler.batches.chunking.lines_per_chunk`)."""
 
     enabled: bool
     store: str
@@ -84,7 +83,7 @@ class BatchApiSettings:
     yields: bool = True
     live_slo_s: float | None = None
     window_s: int = COMPLETION_WINDOW_S
-    chunk_lines: int = DEFAULT_CHUNK_LINES
+    chunk_lines: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "BatchApiSettings":
@@ -109,7 +108,7 @@ class BatchApiSettings:
             else None,
             window_s=positive_int(env, "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS")
             or COMPLETION_WINDOW_S,
-            chunk_lines=positive_int(env, "SAGEMAKER_BATCH_CHUNK_LINES") or DEFAULT_CHUNK_LINES,
+            chunk_lines=positive_int(env, "SAGEMAKER_BATCH_CHUNK_LINES"),
         )
 
 

@@ -6,8 +6,8 @@ Objects of chunk `n` of a batch, under `batches/<batch id>/chunks/<n>/`:
     lease.json                the lease (`handler.batches.leases`), changed only with If-Match
     <epoch>/output.jsonl      the results of the run under that epoch, written before done.json
     <epoch>/errors.jsonl
-    done.json                 which epoch's results count, and what they add up to; created
-                              once (If-None-Match), so a chunk finishes once
+    done.json                 which epoch's results count, who ran it, and what they add up
+                              to; created once (If-None-Match), so a chunk finishes once
 
 A runner that lost its lease can still write its results, but under its own epoch: they are
 never read unless that run created done.json first, and a run only does so once all its result
@@ -126,7 +126,7 @@ class Chunks:
         try:
             self.bucket.create_json(
                 self._key(held.index, "done.json"),
-                {"epoch": held.lease.epoch, "tallies": tallies},
+                {"epoch": held.lease.epoch, "owner": held.lease.owner, "tallies": tallies},
             )
         except Conflict:
             return False

@@ -10,6 +10,7 @@ Layout under the prefix:
                                     changed only with If-Match
     batches/<id>/plan.json          its chunks (`handler.batches.chunking`), written once
     batches/<id>/chunks/...         chunk leases and results (`handler.batches.s3.chunks`)
+    runners/<runner id>             a heartbeat per runner (`handler.batches.s3.runners`)
     batch-index/<inverted ns>-<id>  newest first, for listing
     active/<ns>-<id>                the unfinished batches: a replica's one LIST per poll
 
@@ -17,7 +18,8 @@ Index and `active` keys are written before the object they point to and removed 
 crash leaves at worst a key that names nothing, which is skipped.
 
 Work is claimed in three kinds, all under leases (`handler.batches.leases`):
-- a `validating` batch, whole, under the batch's lease: validated and cut into chunks;
+- a `validating` batch, whole, under the batch's lease: validated and cut into chunks, as many
+  as the batch's size and the runners present ask for (`handler.batches.chunking`);
 - each chunk of a running batch, under its own lease: any replica runs any chunk;
 - a batch whose chunks are all finished, whole, under the batch's lease: its results are
   assembled into the output and error files and it takes its final status.
@@ -34,10 +36,11 @@ from typing import IO, Any
 
 from vllm_sagemaker.handler.batches import leases
 from vllm_sagemaker.handler.batches.batch_object import add_usage
-from vllm_sagemaker.handler.batches.chunking import Part, cut
+from vllm_sagemaker.handler.batches.chunking import Part, cut, lines_per_chunk
 from vllm_sagemaker.handler.batches.leases import Lease
 from vllm_sagemaker.handler.batches.s3.chunks import KINDS, Chunks
 from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict
+from vllm_sagemaker.handler.batches.s3.runners import Runners
 from vllm_sagemaker.handler.batches.store import (
     UNFINISHED,
     Batch,
@@ -47,7 +50,7 @@ from vllm_sagemaker.handler.batches.store import (
     StoreError,
     Work,
 )
-from vllm_sagemaker.handler.core.config import DEFAULT_CHUNK_LINES
+from vllm_sagemaker.handler.logs import logger
 
 INDEX_DIGITS = 20
 NEWEST = 10**INDEX_DIGITS - 1
@@ -62,10 +65,12 @@ class S3Store:
     check_every_s = 2.0
 
     def __init__(
-        self, uri: str, staging: str | None = None, chunk_lines: int = DEFAULT_CHUNK_LINES
+        self, uri: str, staging: str | None = None, chunk_lines: int | None = None
     ) -> None:
         self.bucket = Bucket(uri)
+        # SAGEMAKER_BATCH_CHUNK_LINES; None: sized from the batch and the runners present.
         self.chunk_lines = chunk_lines
+        self.runners = Runners(self.bucket)
         digest = hashlib.sha256(uri.encode()).hexdigest()[:12]
         self.staging = Path(staging or tempfile.gettempdir()) / f"vllm-sagemaker-s3-{digest}"
         self._plans: dict[str, list[Part]] = {}
@@ -198,6 +203,7 @@ class S3Store:
         """The first piece of work nobody holds, oldest batch first: a batch to validate, a
         chunk to run, or a batch whose chunks are all finished. Plans of batches no longer
         active are forgotten."""
+        self.runners.beat(owner)
         active = [_named(key) for key in self.bucket.keys("active/")]
         self._plans = {
             batch_id: self._plans[batch_id] for batch_id in active if batch_id in self._plans
@@ -245,6 +251,7 @@ class S3Store:
         return Claim(record["batch"], owner, work)
 
     def renew(self, claim: Claim, lease_s: float) -> Claim | None:
+        self.runners.beat(claim.owner)
         if claim.part is not None:
             held = Chunks(self.bucket, claim.batch["id"]).renew(claim.part.lease, lease_s)
             if held is None:
@@ -298,12 +305,24 @@ class S3Store:
         return self._plans[batch_id]
 
     def add_plan(self, batch_id: str, lengths: list[int]) -> None:
-        """Cut a validated batch, whose physical lines have `lengths`, into chunks of
-        `chunk_lines` and write them once; a second writer's plan is the same and is dropped."""
-        parts = cut(lengths, self.chunk_lines)
+        """Cut a validated batch, whose physical lines have `lengths`, into chunks sized for
+        the runners present (or of `chunk_lines`) and write them once: the first plan written
+        stands (a second writer, such as a runner that validated again after a takeover, may
+        count other runners), and every runner reads that one."""
+        runners = self.runners.count()
+        per_chunk = lines_per_chunk(len(lengths), runners, self.chunk_lines)
+        parts = cut(lengths, per_chunk)
         with contextlib.suppress(Conflict):
             self.bucket.create_json(
                 f"batches/{batch_id}/plan.json", {"parts": [part.to_json() for part in parts]}
+            )
+            logger.info(
+                "batch %s: %d lines in %d chunks of %d (%d runners present)",
+                batch_id,
+                len(lengths),
+                len(parts),
+                per_chunk,
+                runners,
             )
 
     def results_dir(self, claim: Claim) -> Path:
