@@ -1,9 +1,12 @@
 """The Batches API across replicas: three real servers sharing one S3 store (moto). Every route
-answers the same through every replica, every replica's engine works on one batch, a cancel
-through one stops them all, and a replica killed mid-batch loses nothing.
+answers the same through every replica, a 900-line batch is cut into chunks for the three and
+every replica's engine answers part of it, a cancel through one stops them all, and a replica
+killed mid-batch loses nothing: its chunk is taken over once its lease runs out.
 
 The engines are frozen (vLLM's /pause) while the chunks are handed out, so that each replica
-surely holds one before any finishes, on any machine."""
+surely holds one before any finishes, on any machine. Which replica answered which lines is read
+from the store: every finished chunk's `done.json` names the runner that ran it (host, process
+id, nonce), and each replica's engine counted exactly those lines."""
 
 import contextlib
 import io
@@ -23,14 +26,19 @@ from tests.conftest import LITELLM_MODEL
 from tests.json_lines import parse_lines
 from tests.servers import Server
 from tests.test_batches_api import chat_line, client, lines_of
+from vllm_sagemaker.handler.batches.chunking import lines_per_chunk
 
 SUCCESSES = "vllm:request_success_total"
 REPLICA_BUCKET = "replicas"
+# A batch under the old fixed chunk of 1,000 lines, which ran whole on one replica: the
+# replicas cut it for the three of them, four chunks each.
+LINES = 900
+CHUNK = lines_per_chunk(LINES, 3)
 # The replicas live only for this module, beside the session's engines: a small KV cache each
-# (vLLM's --kv-cache-memory-bytes, 256 MiB) keeps the machine's memory for the rest.
+# (vLLM's --kv-cache-memory-bytes, 256 MiB) keeps the machine's memory for the rest. Chunks are
+# sized by the replicas themselves (no SAGEMAKER_BATCH_CHUNK_LINES).
 REPLICA_ENV = {
     "SAGEMAKER_BATCH_STORE": f"s3://{REPLICA_BUCKET}/store/",
-    "SAGEMAKER_BATCH_CHUNK_LINES": "10",
     "SAGEMAKER_MAX_CONCURRENT_BATCHES": "1",
     "VLLM_SERVER_DEV_MODE": "1",
     "SM_VLLM_KV_CACHE_MEMORY_BYTES": str(256 * 2**20),
@@ -41,8 +49,8 @@ REPLICA_ENV = {
 def replicas(
     models: dict[str, Path], aws: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[Server]]:
-    """Three chat servers sharing one S3 store, as replicas behind a load balancer: chunks of
-    10 lines, one run at a time each, engines that tests can freeze."""
+    """Three chat servers sharing one S3 store, as replicas behind a load balancer: one run at
+    a time each, engines that tests can freeze."""
     boto3.client("s3").create_bucket(Bucket=REPLICA_BUCKET)
     env = {
         **REPLICA_ENV,
@@ -78,19 +86,47 @@ def wait(server: Server, batch_id: str, statuses: tuple[str, ...], timeout: floa
     )
 
 
-def chunk_owners(batch_id: str) -> set[str]:
-    """Who holds a chunk of the batch now, from the lease objects in S3."""
+def chunk_objects(batch_id: str, name: str) -> dict[int, dict]:
+    """The object `name` (lease.json, done.json) of each chunk of the batch that has one, by
+    chunk index, as the replicas wrote it in S3."""
     s3 = boto3.client("s3")
     prefix = f"store/batches/{batch_id}/chunks/"
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=REPLICA_BUCKET, Prefix=prefix)
-    owners = set()
+    found = {}
     for page in pages:
         for item in page.get("Contents", []):
-            if item["Key"].endswith("/lease.json"):
-                lease = json.load(s3.get_object(Bucket=REPLICA_BUCKET, Key=item["Key"])["Body"])
-                if lease["owner"] is not None and lease["until"] > time.time():
-                    owners.add(lease["owner"])
-    return owners
+            index, _, rest = item["Key"][len(prefix) :].partition("/")
+            if rest == name:
+                body = s3.get_object(Bucket=REPLICA_BUCKET, Key=item["Key"])["Body"]
+                found[int(index)] = json.load(body)
+    return found
+
+
+def held_chunks(batch_id: str) -> dict[str, int]:
+    """Who holds a chunk of the batch now (a lease not run out), and which chunk."""
+    return {
+        lease["owner"]: index
+        for index, lease in chunk_objects(batch_id, "lease.json").items()
+        if lease["owner"] is not None and lease["until"] > time.time()
+    }
+
+
+def chunk_owners(batch_id: str) -> set[str]:
+    return set(held_chunks(batch_id))
+
+
+def replica_of(owner: str, replicas: list[Server]) -> Server:
+    """The replica a runner id (host/pid/nonce) names: its API server is the `serve` process,
+    which execs vLLM."""
+    pid = int(owner.split("/")[1])
+    return next(replica for replica in replicas if replica.process.pid == pid)
+
+
+def first_lines(batch_id: str) -> list[int]:
+    """The number of each chunk's first line, from the batch's plan in S3."""
+    key = f"store/batches/{batch_id}/plan.json"
+    plan = json.load(boto3.client("s3").get_object(Bucket=REPLICA_BUCKET, Key=key)["Body"])
+    return [part["first_line"] for part in plan["parts"]]
 
 
 def wait_for_owners(batch_id: str, count: int, timeout: float = 300) -> set[str]:
@@ -116,12 +152,15 @@ def answered(server: Server, batch: Batch) -> Counter[str]:
     return Counter(line["custom_id"] for line in lines)
 
 
-def test_every_replica_answers_every_route_and_works_on_one_batch(replicas: list[Server]) -> None:
-    """Upload through one, create through a second, poll through the third; each replica's
-    engine answers part of the lines, and the output has each custom_id once."""
+def test_every_replica_answers_every_route_and_part_of_a_900_line_batch(
+    replicas: list[Server],
+) -> None:
+    """Upload through one, create through a second, poll through the third. The batch is cut
+    for the three replicas present, 12 chunks of 75 lines, and each replica's engine answers
+    the lines of the chunks whose done.json names it, and no others; each custom_id once."""
     a, b, c = replicas
-    ids = [f"r{i}" for i in range(60)]
-    before = [replica.metric(SUCCESSES) for replica in replicas]
+    ids = [f"r{i}" for i in range(LINES)]
+    before = {replica.name: replica.metric(SUCCESSES) for replica in replicas}
     with all_paused(replicas):
         file_id = upload(a, ids)
         assert client(c).files.retrieve(file_id).bytes == client(a).files.retrieve(file_id).bytes
@@ -130,12 +169,15 @@ def test_every_replica_answers_every_route_and_works_on_one_batch(replicas: list
         wait_for_owners(batch.id, 3)
     done = wait(c, batch.id, ("completed", "failed", "cancelled", "expired"))
     assert done.status == "completed" and done.request_counts is not None
-    assert done.request_counts.model_dump() == {"total": 60, "completed": 60, "failed": 0}
+    assert done.request_counts.model_dump() == {"total": LINES, "completed": LINES, "failed": 0}
     assert answered(a, done) == Counter(ids)
     assert done.usage is not None and done.usage.output_tokens > 0
-    after = [replica.metric(SUCCESSES) for replica in replicas]
-    worked = [end - start for start, end in zip(before, after, strict=True)]
-    assert all(count > 0 for count in worked) and sum(worked) == 60, worked
+    assert first_lines(batch.id) == list(range(1, LINES + 1, CHUNK)) and CHUNK == 75
+    ran: Counter[str] = Counter()
+    for finished in chunk_objects(batch.id, "done.json").values():
+        ran[replica_of(finished["owner"], replicas).name] += finished["tallies"]["completed"]
+    worked = {r.name: r.metric(SUCCESSES) - before[r.name] for r in replicas}
+    assert ran == worked and len(ran) == 3 and sum(ran.values()) == LINES, (ran, worked)
     for replica in replicas:
         sdk = client(replica)
         assert batch.id in [listed.id for listed in sdk.batches.list(limit=10)]
@@ -153,8 +195,11 @@ def test_a_file_deleted_through_one_replica_is_gone_through_all(replicas: list[S
 
 
 def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Server]) -> None:
+    """Created through one replica while each holds a chunk (engines frozen), cancelled through
+    another: the held chunks stop, the others are answered `batch_cancelled` without the
+    engine, and every custom_id is answered once."""
     a, b, c = replicas
-    ids = [f"c{i}" for i in range(60)]
+    ids = [f"c{i}" for i in range(LINES)]
     with all_paused(replicas):
         batch = create(a, upload(a, ids))
         wait_for_owners(batch.id, 3)
@@ -167,7 +212,7 @@ def test_a_cancel_through_one_replica_stops_the_batch_on_all(replicas: list[Serv
     errors = lines_of(sdk, done.error_file_id)
     assert errors and {line["error"]["code"] for line in errors} == {"batch_cancelled"}
     assert done.request_counts is not None
-    assert done.request_counts.completed + done.request_counts.failed == 60
+    assert done.request_counts.completed + done.request_counts.failed == LINES
 
 
 def expire_now(batch_id: str) -> None:
@@ -188,10 +233,10 @@ def expire_now(batch_id: str) -> None:
 
 
 def test_an_expired_window_stops_the_batch_on_all_replicas(replicas: list[Server]) -> None:
-    """Three of the six chunks are held (engines frozen) when the window ends: the held ones
-    stop or finish, and the other three are answered `batch_expired` without the engine."""
+    """Three of the 12 chunks are held (engines frozen) when the window ends: the held ones
+    stop or finish, and the other nine are answered `batch_expired` without the engine."""
     a, b, c = replicas
-    ids = [f"x{i}" for i in range(60)]
+    ids = [f"x{i}" for i in range(LINES)]
     with all_paused(replicas):
         batch = create(a, upload(a, ids))
         wait_for_owners(batch.id, 3)
@@ -200,10 +245,10 @@ def test_an_expired_window_stops_the_batch_on_all_replicas(replicas: list[Server
     assert done.expired_at is not None
     assert answered(c, done) == Counter(ids)
     errors = lines_of(client(c), done.error_file_id)
-    assert len(errors) >= 30
+    assert len(errors) >= LINES - 3 * CHUNK
     assert {line["error"]["code"] for line in errors} == {"batch_expired"}
     assert done.request_counts is not None
-    assert done.request_counts.completed + done.request_counts.failed == 60
+    assert done.request_counts.completed + done.request_counts.failed == LINES
 
 
 UNCHANGED: list[Callable[[Server], None]] = [
@@ -228,18 +273,26 @@ def test_a_replica_killed_mid_batch_loses_no_line_and_answers_none_twice(
     replicas: list[Server],
 ) -> None:
     """`kill -9` of a replica holding a chunk: its lease runs out, another replica takes the
-    chunk over, and every custom_id is answered exactly once. (The last test here: the killed
-    replica stays down.)"""
+    chunk over (a later epoch), the batch completes, and every custom_id is answered exactly
+    once. (The last test here: the killed replica stays down.)"""
     a, b, c = replicas
-    ids = [f"k{i}" for i in range(60)]
+    ids = [f"k{i}" for i in range(LINES)]
     with contextlib.ExitStack() as frozen:
         for replica in (a, b):
             frozen.enter_context(replica.paused())
         c.pause()
         batch = create(a, upload(a, ids))
         wait_for_owners(batch.id, 3)
+        held = held_chunks(batch.id)
+        lost = next(index for owner, index in held.items() if replica_of(owner, replicas) is c)
+        epoch = chunk_objects(batch.id, "lease.json")[lost]["epoch"]
         processes.kill(c.process)
     done = wait(a, batch.id, ("completed", "failed", "cancelled", "expired"))
     assert done.status == "completed"
     assert answered(b, done) == Counter(ids)
-    assert done.request_counts is not None and done.request_counts.completed == 60
+    assert done.request_counts is not None and done.request_counts.completed == LINES
+    finished = chunk_objects(batch.id, "done.json")
+    assert len(finished) == len(first_lines(batch.id)) == LINES // CHUNK
+    assert finished[lost]["epoch"] > epoch
+    assert replica_of(finished[lost]["owner"], replicas) in (a, b)
+    assert all(replica_of(chunk["owner"], replicas) is not c for chunk in finished.values())

@@ -317,12 +317,12 @@ class S3Store:
                 f"batches/{batch_id}/plan.json", {"parts": [part.to_json() for part in parts]}
             )
             logger.info(
-                "batch %s: %d lines in %d chunks of %d (%d runners present)",
+                "batch %s: %d lines, %d per chunk (%d runners present), chunks: %d",
                 batch_id,
                 len(lengths),
-                len(parts),
                 per_chunk,
                 runners,
+                len(parts),
             )
 
     def results_dir(self, claim: Claim) -> Path:
