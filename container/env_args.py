@@ -11,6 +11,7 @@ from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, mode
 SM_VLLM_PREFIX = "SM_VLLM_"
 DEFAULT_PORT = 8080
 MIDDLEWARE = "vllm_sagemaker.handler.middleware.SageMakerMiddleware"
+LIVE_FIRST_SCHEDULER = "vllm_sagemaker.handler.engine.live_first.LiveFirstScheduler"
 # SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
 # TimeoutInSeconds); vLLM gives up on its engine after 600 s unless told otherwise.
 ENGINE_READY_TIMEOUT_S = 3600
@@ -153,10 +154,20 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
 
 def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:
     """Priority scheduling when the Batches API is on (unless a policy was chosen), so batch
-    lines can run at a lower priority than real-time requests."""
-    if not flag(env, "SAGEMAKER_BATCH_API", True) or _given("--scheduling-policy", given):
-        return []
-    return ["--scheduling-policy", "priority"]
+    lines can run at a lower priority than real-time requests; under priority scheduling, while
+    batch work yields (SAGEMAKER_BATCH_YIELD), the live-first scheduler unless one was chosen:
+    batch requests sit out the engine steps that prefill a live request."""
+    args = []
+    if flag(env, "SAGEMAKER_BATCH_API", True) and not _given("--scheduling-policy", given):
+        args += ["--scheduling-policy", "priority"]
+    priority = flag_value([*given, *args], "--scheduling-policy") == "priority"
+    if (
+        priority
+        and flag(env, "SAGEMAKER_BATCH_YIELD", True)
+        and not _given("--scheduler-cls", given)
+    ):
+        args += ["--scheduler-cls", LIVE_FIRST_SCHEDULER]
+    return args
 
 
 def quiet_ping_args(given: Sequence[str]) -> list[str]:

@@ -142,7 +142,10 @@ class Server:
         requests already in it stay, new ones queue, and none makes progress. A test that needs
         work to outlast a deadline or a stop freezes the engine rather than hoping the machine
         is slow enough."""
-        paused = httpx.post(self.url + "/pause", params={"mode": "keep"}, timeout=60)
+        # Without clear_cache=false, vLLM resets its caches as it pauses, which sends every
+        # running request back to the queue to be prefilled again.
+        params = {"mode": "keep", "clear_cache": "false"}
+        paused = httpx.post(self.url + "/pause", params=params, timeout=60)
         assert paused.status_code == 200, paused.text
 
     @contextlib.contextmanager

@@ -5,6 +5,8 @@ import pytest
 from vllm_sagemaker.container import env_args, hardware
 from vllm_sagemaker.handler.core.env import ConfigError
 
+LIVE_FIRST = env_args.LIVE_FIRST_SCHEDULER
+
 
 @pytest.mark.parametrize(
     ("env", "expected"),
@@ -119,6 +121,8 @@ def test_server_args_acceptance_example() -> None:
         "1",
         "--scheduling-policy",
         "priority",
+        "--scheduler-cls",
+        env_args.LIVE_FIRST_SCHEDULER,
         "--disable-access-log-for-endpoints",
         "/ping",
         "--middleware",
@@ -170,10 +174,18 @@ def test_engine_env(
 @pytest.mark.parametrize(
     ("env", "given", "expected"),
     [
-        ({}, [], ["--scheduling-policy", "priority"]),
+        ({}, [], ["--scheduling-policy", "priority", "--scheduler-cls", LIVE_FIRST]),
+        ({"SAGEMAKER_BATCH_YIELD": "false"}, [], ["--scheduling-policy", "priority"]),
         ({"SAGEMAKER_BATCH_API": "false"}, [], []),
         ({}, ["--scheduling-policy", "fcfs"], []),
         ({}, ["--scheduling-policy=fcfs"], []),
+        ({}, ["--scheduling-policy", "priority"], ["--scheduler-cls", LIVE_FIRST]),
+        ({}, ["--scheduler-cls", "my.Scheduler"], ["--scheduling-policy", "priority"]),
+        (
+            {"SAGEMAKER_BATCH_API": "false"},
+            ["--scheduling-policy=priority"],
+            ["--scheduler-cls", LIVE_FIRST],
+        ),
     ],
 )
 def test_priority_scheduling_serves_batch_lines_last(

@@ -1,0 +1,105 @@
+"""A live request's prefill runs in an engine step of its own while a batch runs (the
+live-first scheduler, `handler.engine.live_first`), on a real engine, proven by the engine's
+steps rather than by timing.
+
+The server runs the scheduler with the timeline probe on top (`benchmarks.timeline_probe`, the
+same notes the timeline benchmark reads): every step notes how many sequences it scheduled and
+how many of them were batch work. The engine is frozen while batch lines run, a live request is
+queued behind them, and the engine is let go: the step that starts the live request holds no
+batch work, the next ones do again, and every batch line is answered once. With vLLM's own
+scheduler (`TIMELINE_PLAIN=1`) the live request's first step carries every running batch
+sequence, and the test fails.
+"""
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import model_factory, servers, waiting
+from tests.test_batches_api import LONG_TOKENS, chat_line, client, submit
+
+ROOT = Path(__file__).resolve().parent.parent
+LIVE_ID = "live-probe"
+BATCH_LINES = 8
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[servers.Server, Path]]:
+    root = tmp_path_factory.mktemp("live-first")
+    notes = root / "notes"
+    notes.mkdir()
+    model = model_factory.make_chat_model(root / "chat")
+    env = {
+        "SM_VLLM_SCHEDULER_CLS": "benchmarks.timeline_probe.TimelineScheduler",
+        "TIMELINE_DIR": str(notes),
+        "PYTHONPATH": str(ROOT),
+        # vLLM's /pause and /resume.
+        "VLLM_SERVER_DEV_MODE": "1",
+    }
+    with servers.running({"probed": model}, root, {"probed": env}) as running:
+        yield running["probed"], notes
+
+
+def noted(directory: Path) -> list[dict[str, Any]]:
+    found = [
+        json.loads(line)
+        for path in directory.glob("*.jsonl")
+        for line in path.read_text().splitlines()
+        if line
+    ]
+    return sorted(found, key=lambda event: event["t"])
+
+
+def added(directory: Path) -> bool:
+    """The engine has queued the live request."""
+    return any(e["event"] == "engine_add" and LIVE_ID in e["id"] for e in noted(directory))
+
+
+def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path]) -> None:
+    server, notes = probed
+    sdk = client(server)
+    lines = [chat_line(f"r{i}", LONG_TOKENS, min_tokens=LONG_TOKENS) for i in range(BATCH_LINES)]
+    batch = submit(sdk, lines)
+    waiting.until(
+        lambda: server.metric("vllm:num_requests_running") > 0, 300, "no batch line ran", 0.02
+    )
+    answered: list[httpx.Response] = []
+    with server.paused():
+        live = threading.Thread(
+            target=lambda: answered.append(
+                httpx.post(
+                    server.url + "/invocations",
+                    json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+                    headers={"X-Amzn-SageMaker-Inference-Id": LIVE_ID},
+                    timeout=300,
+                )
+            )
+        )
+        live.start()
+        waiting.until(lambda: added(notes), 120, "the engine never queued the live request")
+    live.join()
+    assert answered[0].status_code == 200, answered[0].text
+
+    events = noted(notes)
+    steps = [e for e in events if e["event"] == "step" and e["seqs"]]
+    first = next(i for i, step in enumerate(steps) if any(LIVE_ID in r for r in step["live"]))
+    queued = next(e for e in events if e["event"] == "engine_add" and LIVE_ID in e["id"])
+    assert queued["running"] > 0, "the batch lines ended before the engine was frozen"
+    assert steps[first]["batch"] == 0, steps[first]
+    assert steps[first]["seqs"] == 1, steps[first]
+    assert steps[first + 1]["batch"] == queued["running"], steps[first + 1]
+
+    waiting.until(
+        lambda: sdk.batches.retrieve(batch.id).status == "completed", 600, "batch not completed"
+    )
+    done = sdk.batches.retrieve(batch.id)
+    assert done.output_file_id is not None
+    output = sdk.files.content(done.output_file_id).text.splitlines()
+    counts = Counter(json.loads(line)["custom_id"] for line in output)
+    assert counts == Counter(f"r{i}" for i in range(BATCH_LINES))
