@@ -38,7 +38,7 @@ from vllm_sagemaker.handler.batches import leases
 from vllm_sagemaker.handler.batches.batch_object import add_usage
 from vllm_sagemaker.handler.batches.chunking import Part, cut, lines_per_chunk
 from vllm_sagemaker.handler.batches.leases import Lease
-from vllm_sagemaker.handler.batches.s3.chunks import KINDS, Chunks
+from vllm_sagemaker.handler.batches.s3.chunks import KINDS, Chunks, Done
 from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict
 from vllm_sagemaker.handler.batches.s3.runners import Runners
 from vllm_sagemaker.handler.batches.store import (
@@ -74,6 +74,8 @@ class S3Store:
         digest = hashlib.sha256(uri.encode()).hexdigest()[:12]
         self.staging = Path(staging or tempfile.gettempdir()) / f"vllm-sagemaker-s3-{digest}"
         self._plans: dict[str, list[Part]] = {}
+        # Finished chunks' done.json, by batch: written once and never changed, so read once.
+        self._finished: dict[str, dict[int, Done]] = {}
         try:
             (self.staging / "files").mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -201,12 +203,15 @@ class S3Store:
 
     def claim(self, owner: str, lease_s: float, max_running: int) -> Claim | None:
         """The first piece of work nobody holds, oldest batch first: a batch to validate, a
-        chunk to run, or a batch whose chunks are all finished. Plans of batches no longer
-        active are forgotten."""
+        chunk to run, or a batch whose chunks are all finished. Plans and finished chunks of
+        batches no longer active are forgotten."""
         self.runners.beat(owner)
         active = [_named(key) for key in self.bucket.keys("active/")]
         self._plans = {
             batch_id: self._plans[batch_id] for batch_id in active if batch_id in self._plans
+        }
+        self._finished = {
+            batch_id: self._finished[batch_id] for batch_id in active if batch_id in self._finished
         }
         for batch_id in active:
             claim = self._claim_in(batch_id, owner, lease_s)
@@ -359,10 +364,14 @@ class S3Store:
     def chunk_results(self, batch_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each finished chunk's epoch and tallies, in chunk order."""
         chunks = Chunks(self.bucket, batch_id)
+        finished = self._finished.setdefault(batch_id, {})
         for part in self.plan(batch_id) or []:
-            done = chunks.done(part.index)
-            if done is None:
-                raise StoreError(f"chunk {part.index} of batch {batch_id} is not finished")
+            if part.index not in finished:
+                done = chunks.done(part.index)
+                if done is None:
+                    raise StoreError(f"chunk {part.index} of batch {batch_id} is not finished")
+                finished[part.index] = done
+            done = finished[part.index]
             yield part.index, {"epoch": done.epoch, **done.tallies}
 
     def assemble(self, batch_id: str, kind: str, stored: StoredFile) -> StoredFile:
