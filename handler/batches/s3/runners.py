@@ -5,8 +5,9 @@ several API servers is that many) writes a heartbeat, the empty object `runners/
 each time it looks for work or renews a lease, at most every BEAT_EVERY_S. A runner is present
 while its heartbeat is at most FRESH_S older than the newest one: both times are S3's own
 (LastModified), so the replicas' clocks need not agree. The runner cutting a batch counts them
-with one LIST and removes the heartbeats of runners gone (stopped, killed, restarted under a
-new id).
+with one LIST, itself always among them (a long validation renews no lease, so its own
+heartbeat may be older), and removes the heartbeats of runners gone (stopped, killed,
+restarted under a new id).
 
 A heartbeat only sizes chunks: one missed (S3 failing for a moment) costs nothing but the next
 batch's chunks counting one runner fewer, so a beat that fails is dropped, never an error.
@@ -51,9 +52,10 @@ class Runners:
             self._beaten[owner] = now
 
     def count(self) -> int:
-        """How many runners are present; the heartbeats of those gone are removed."""
+        """How many runners are present, this process's own among them; the heartbeats of
+        those gone are removed."""
         written = dict(self.bucket.listed(FOLDER))
-        alive = present(written)
+        alive = present(written) | {FOLDER + owner for owner in self._beaten}
         for key in written.keys() - alive:
             self.bucket.delete(key)
         return len(alive)
