@@ -1,27 +1,34 @@
-"""Live traffic first, measured at the tail: real-time latency beside a running batch, and what
-the real-time traffic costs the batch, with the admission controller and without it.
+"""What a live request meets while a batch runs, today's code and another revision side by side,
+and plain vLLM with priority scheduling beside them, in one run.
 
-Live traffic: Poisson arrivals of 8-token chat requests through `/invocations`. Batch: chat lines
-of 32 tokens, through (a) `/v1/batches` and (b) `vllm-sagemaker batch --endpoint`, on a server
-whose batch work yields (the default) and on one where it does not (`SAGEMAKER_BATCH_YIELD=false`),
-and on servers with a fixed window and no yield at 2 requests/s (`--windows`: the trade-off curve
-the controller moves on), all started in this run. For each arrival rate it prints live
-p50/p95/p99 against the same traffic on the idle server, and the batch's lines/s against the
-batch alone.
+Live traffic: Poisson arrivals of streaming 8-token chats (`/invocations` on our servers,
+`/v1/chat/completions` on plain vLLM); each request's first token (first body byte) and total
+time. Batch: 32-token chat lines through `/v1/batches` on our servers; on plain vLLM, a client
+keeping `--vllm-inflight` such chats in flight at priority 10 (its batch). For every server and
+live rate (`--rates`), three phases:
 
-    .venv/bin/python -m benchmarks.live_first [--lines 3000] [--rates 0.5 2 8] [--windows 8 32 128]
-        [--servers controller ...] [--ways /v1/batches ...] [--plot docs/img/live-first.svg]
+- idle: live traffic alone (`--idle-seconds`), what requests that overlap no batch meet;
+- transient: the batch runs alone for `--alone-seconds` from its first answered line (longer
+  than the 10 s after which the batch has the whole window again), then live traffic starts
+  for `--seconds`: what a user meets when traffic returns to a server busy with a batch;
+- steady: live traffic starts with the batch and runs beside it for `--seconds`.
 
-`--servers` and `--ways` keep only the named servers and ways of running the batch (a shorter
-run, e.g. to compare two versions of the controller). `--plot` also draws live p99 against the
-batch's kept throughput, one point per setting and rate, with the command and the machine.
+Every live request of the transient and steady phases overlaps the batch (it is cancelled only
+after the last one ends). The batch's throughput while live traffic runs is compared with its
+throughput alone (lines answered per second, from the batch's request counts; for vLLM, from its
+client). The client runs at a higher CPU priority than the servers (it stands for users on other
+machines: on 2 cores its own scheduling delays were up to 1.4 s and are not the server's).
+
+    .venv/bin/python -m benchmarks.live_first [--before 864584e] [--rates 0.5 2 8]
+        [--servers before now vllm] [--plot docs/img/live-first.svg]
 """
 
 import argparse
+import asyncio
+import contextlib
 import http.client
 import json
 import os
-import platform
 import random
 import shlex
 import subprocess
@@ -29,27 +36,35 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import openai
 
-from benchmarks.batch_runner import VLLM_SAGEMAKER, write_file
-from benchmarks.batches_api import run_batch_api
+from benchmarks.batch_runner import write_file
 from benchmarks.plot import Point, scatter
-from tests import model_factory, servers
+from benchmarks.startup import worktree
+from tests import model_factory, processes, servers, waiting
 
-SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
-LIVE_BODY = json.dumps(
-    {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "min_tokens": 8}
-)
-JSON = {"Content-Type": "application/json"}
+ENGINE = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
 BATCH_TOKENS = 32
-WARM_UP_LINES = 300
-CURVE_RATE = 2.0
-WAYS = ("/v1/batches", "batch --endpoint")
+LIVE_TOKENS = 8
+BATCH_PRIORITY = 10
+CLIENT_NICE = -10
+
+
+def live_body(stream_path: str) -> bytes:
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": LIVE_TOKENS,
+        "min_tokens": LIVE_TOKENS,
+        "stream": True,
+    }
+    if stream_path == "/v1/chat/completions":
+        body["model"] = "chat"
+    return json.dumps(body).encode()
 
 
 @dataclass
@@ -57,49 +72,58 @@ class Tail:
     p50: float
     p95: float
     p99: float
+    count: int
 
     @classmethod
     def of(cls, seconds: list[float]) -> "Tail":
-        ordered = sorted(seconds)
+        ordered = sorted(seconds) or [float("nan")]
 
         def at(q: float) -> float:
             return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-        return cls(at(0.5), at(0.95), at(0.99))
+        return cls(at(0.5), at(0.95), at(0.99), len(seconds))
 
 
+@dataclass
 class LiveTraffic:
-    """Poisson arrivals of short chats at `rate` per second until stopped; latencies kept.
+    """Poisson arrivals at `rate`/s until stopped; each request's first-byte and total time."""
 
-    Each request is a plain `http.client` call on a thread of its own: a new `httpx` client per
-    request (an SSL context each, in this process's GIL) showed 5-10 s stalls of its own that the
-    server never saw (its log timed the same requests at most 0.7 s)."""
+    url: str
+    path: str
+    rate: float
+    seed: int = 7
+    first: list[float] = field(default_factory=list)
+    total: list[float] = field(default_factory=list)
+    failures: int = 0
 
-    def __init__(self, url: str, rate: float, seed: int = 7) -> None:
-        self.host, self.port = httpx.URL(url).host, httpx.URL(url).port
-        self.rate, self.random = rate, random.Random(seed)
-        self.latencies: list[float] = []
-        self.failures = 0
+    def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._driver = threading.Thread(target=self._drive)
+        self._random = random.Random(self.seed)
+        self._body = live_body(self.path)
 
     def _one(self) -> None:
+        url = httpx.URL(self.url)
+        connection = http.client.HTTPConnection(url.host, url.port, timeout=600)
         started = time.perf_counter()
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=300)
         try:
-            connection.request("POST", "/invocations", LIVE_BODY, JSON)
+            connection.request("POST", self.path, self._body, {"Content-Type": "application/json"})
             reply = connection.getresponse()
+            reply.read(1)
+            first = time.perf_counter() - started
             reply.read()
+            total = time.perf_counter() - started
         finally:
             connection.close()
         if reply.status == 200:
-            self.latencies.append(time.perf_counter() - started)
+            self.first.append(first)
+            self.total.append(total)
         else:
             self.failures += 1
 
     def _drive(self) -> None:
-        while not self._stop.wait(self.random.expovariate(self.rate)):
+        while not self._stop.wait(self._random.expovariate(self.rate)):
             thread = threading.Thread(target=self._one)
             thread.start()
             self._threads.append(thread)
@@ -115,161 +139,264 @@ class LiveTraffic:
             thread.join()
 
 
-def batch_api(server: servers.Server, source: Path) -> float:
-    """Seconds from create to completed of a /v1/batches batch of `source`."""
-    return run_batch_api(openai.OpenAI(base_url=server.url + "/v1", api_key="none"), source)[1]
+class Batch:
+    """A batch that runs until stopped, and how many of its lines are answered."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def answered(self) -> int:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
 
 
-def batch_runner(server: servers.Server, source: Path, out: Path) -> float:
-    """Seconds `vllm-sagemaker batch --endpoint` takes for `source` against `server`."""
-    out.unlink(missing_ok=True)
-    started = time.perf_counter()
-    command = [VLLM_SAGEMAKER, "batch", "-i", str(source), "-o", str(out), "--endpoint", server.url]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+class ServerBatch(Batch):
+    """A `/v1/batches` batch of `source` on one of our servers."""
+
+    def __init__(self, url: str, source: Path) -> None:
+        self.sdk = openai.OpenAI(base_url=url + "/v1", api_key="none")
+        self.file_id = self.sdk.files.create(file=source.open("rb"), purpose="batch").id
+        self.id = ""
+
+    def start(self) -> None:
+        self.id = self.sdk.batches.create(
+            input_file_id=self.file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id
+
+    def answered(self) -> int:
+        counts = self.sdk.batches.retrieve(self.id).request_counts
+        return 0 if counts is None else counts.completed + counts.failed
+
+    def stop(self) -> None:
+        self.sdk.batches.cancel(self.id)
+        waiting.until(
+            lambda: self.sdk.batches.retrieve(self.id).status == "cancelled", 600, "not cancelled"
+        )
 
 
-def idle_tail(url: str, rate: float, seconds: float) -> Tail:
-    with LiveTraffic(url, rate) as live:
-        time.sleep(seconds)
-    return Tail.of(live.latencies)
+class ClientBatch(Batch):
+    """Plain vLLM's batch: a client keeping `inflight` 32-token chats at priority 10."""
+
+    def __init__(self, url: str, inflight: int) -> None:
+        self.url, self.inflight = url, inflight
+        self.done = 0
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    async def _worker(self, client: httpx.AsyncClient, number: int) -> None:
+        while not self._stopping.is_set():
+            body = {
+                "model": "chat",
+                "messages": [{"role": "user", "content": f"Tell me about number {number}"}],
+                "max_tokens": BATCH_TOKENS,
+                "min_tokens": BATCH_TOKENS,
+                "priority": BATCH_PRIORITY,
+            }
+            reply = await client.post("/v1/chat/completions", json=body)
+            if reply.status_code == 200:
+                self.done += 1
+
+    async def _run(self) -> None:
+        limits = httpx.Limits(max_connections=self.inflight)
+        async with httpx.AsyncClient(base_url=self.url, timeout=600, limits=limits) as client:
+            await asyncio.gather(*(self._worker(client, n) for n in range(self.inflight)))
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(),))
+        self._thread.start()
+
+    def answered(self) -> int:
+        return self.done
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
-def measure(
-    server: servers.Server, run: Callable[[], float], rates: list[float]
-) -> list[tuple[float, Tail, float]]:
-    """(rate, live tail during the batch, batch seconds) per rate; first the batch alone."""
-    rows = [(0.0, Tail(0, 0, 0), run())]
-    for rate in rates:
-        with LiveTraffic(server.url, rate) as live:
-            seconds = run()
-        rows.append((rate, Tail.of(live.latencies), seconds))
+@dataclass
+class Row:
+    server: str
+    phase: str
+    rate: float
+    first: Tail
+    total: Tail
+    kept: float | None
+
+
+def during(batch: Batch, seconds: float) -> float:
+    """Lines answered per second over the next `seconds`."""
+    before, started = batch.answered(), time.perf_counter()
+    time.sleep(seconds)
+    return (batch.answered() - before) / (time.perf_counter() - started)
+
+
+def phases(
+    name: str, url: str, path: str, batch: Batch, rate: float, args: argparse.Namespace
+) -> list[Row]:
+    """Idle, transient and steady at one live rate."""
+    with LiveTraffic(url, path, rate) as idle:
+        time.sleep(args.idle_seconds)
+    rows = [Row(name, "idle", rate, Tail.of(idle.first), Tail.of(idle.total), None)]
+    batch.start()
+    try:
+        waiting.until(lambda: batch.answered() > 0, 600, "the batch never started", 0.2)
+        alone = during(batch, args.alone_seconds)
+        with LiveTraffic(url, path, rate) as live:
+            kept = during(batch, args.seconds)
+    finally:
+        batch.stop()
+    rows.append(
+        Row(name, "transient", rate, Tail.of(live.first), Tail.of(live.total), kept / alone)
+    )
+    batch.start()
+    try:
+        with LiveTraffic(url, path, rate) as live:
+            kept = during(batch, args.seconds)
+    finally:
+        batch.stop()
+    rows.append(Row(name, "steady", rate, Tail.of(live.first), Tail.of(live.total), kept / alone))
     return rows
 
 
-@dataclass(frozen=True)
-class Setup:
-    """One server of the run: its extra environment, the live rates and the ways a batch runs."""
-
-    env: dict[str, str]
-    rates: list[float]
-    ways: tuple[str, ...]
+def ms(tail: Tail) -> str:
+    return f"{tail.p50 * 1000:7.0f} {tail.p95 * 1000:7.0f} {tail.p99 * 1000:7.0f}"
 
 
-def setups(args: argparse.Namespace) -> dict[str, Setup]:
-    """The controller (the default) and no yield, at every rate both ways; then fixed windows
-    without yield at 2 requests/s (the trade-off curve the controller moves on)."""
-    both = WAYS
-    no_yield = {"SAGEMAKER_BATCH_YIELD": "false"}
-    found = {
-        "controller": Setup({}, args.rates, both),
-        "no yield": Setup(no_yield, args.rates, both),
-    }
-    for window in args.windows:
-        inflight = {**no_yield, "SAGEMAKER_BATCH_MAX_INFLIGHT": str(window)}
-        found[f"window {window}"] = Setup(inflight, [CURVE_RATE], ("/v1/batches",))
-    return {
-        name: Setup(setup.env, setup.rates, tuple(w for w in setup.ways if w in args.ways))
-        for name, setup in found.items()
-        if args.servers is None or name in args.servers
-    }
-
-
-def report(
-    name: str, way: str, rate: float, tail: Tail, idle: Tail, lines_s: float, alone: float
-) -> Point:
-    """Print one row; the point it makes on the plot."""
+def report(rows: list[Row]) -> None:
     print(
-        f"{name:11} {way:17} {rate:6.1f} {tail.p50 * 1000:7.0f} {tail.p95 * 1000:7.0f} "
-        f"{tail.p99 * 1000:7.0f} {tail.p50 / idle.p50:6.2f} {tail.p95 / idle.p95:6.2f} "
-        f"{tail.p99 / idle.p99:6.2f} {lines_s:8.1f} {lines_s / alone:5.0%}"
+        f"{'server':8} {'phase':9} {'live/s':>6} {'n':>4} | first token ms: {'p50':>5} {'p95':>7} "
+        f"{'p99':>7} | total ms: {'p50':>4} {'p95':>7} {'p99':>7} | x idle p50 p95 | batch kept"
     )
-    return Point(f"{name}, {way}", lines_s / alone * 100, tail.p99 * 1000, f"{rate:g}/s")
+    idle = {(r.server, r.rate): r for r in rows if r.phase == "idle"}
+    for row in rows:
+        base = idle[(row.server, row.rate)].first
+        kept = "" if row.kept is None else f"{row.kept:6.0%}"
+        print(
+            f"{row.server:8} {row.phase:9} {row.rate:6.1f} {row.first.count:4d} | "
+            f"{ms(row.first):>31} | {ms(row.total):>26} | "
+            f"{row.first.p50 / base.p50:5.2f} {row.first.p95 / base.p95:5.2f} | {kept}",
+            flush=True,
+        )
 
 
-def machine() -> str:
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    return f"{os.cpu_count()} x {model}"
+@contextlib.contextmanager
+def plain_vllm(model: Path, log_dir: Path) -> Iterator[str]:
+    """vLLM's own server, priority scheduling, the same engine settings as ours."""
+    port = servers.free_port()
+    command = [
+        str(Path(sys.executable).with_name("vllm")), "serve", str(model), "--port", str(port),
+        "--served-model-name", "chat", "--scheduling-policy", "priority", "--enforce-eager",
+        "--max-num-seqs", ENGINE["SM_VLLM_MAX_NUM_SEQS"],
+        "--max-num-batched-tokens", ENGINE["SM_VLLM_MAX_NUM_BATCHED_TOKENS"],
+    ]  # fmt: skip
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    with (log_dir / "vllm.log").open("wb") as log:
+        process = processes.spawn(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(url + "/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        waiting.until(ready, servers.START_TIMEOUT_S, "plain vLLM not ready", 1)
+        yield url
+    finally:
+        processes.stop(process)
 
 
-def plot(path: Path, points: list[Point]) -> None:
+@contextlib.contextmanager
+def our_server(name: str, model: Path, root: Path, tree: Path | None) -> Iterator[servers.Server]:
+    """`serve` of this tree, or of an older revision's worktree (through PYTHONPATH: a view
+    `vllm_sagemaker/` of its three folders comes before the installed one)."""
+    env = {**ENGINE, "SAGEMAKER_BATCH_STORE": str(root / f"{name}-store")}
+    if tree is not None:
+        view = root / f"{name}-view" / "vllm_sagemaker"
+        view.mkdir(parents=True)
+        for folder in ("container", "handler", "deploy"):
+            (view / folder).symlink_to(tree / folder)
+        env["PYTHONPATH"] = str(view.parent)
+    server = servers.start(name, model, root, **env)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+def plot(path: Path, rows: list[Row]) -> None:
+    points = [
+        Point(f"{r.server}, {r.phase}", (r.kept or 0) * 100, r.first.p95 * 1000, f"{r.rate:g}/s")
+        for r in rows
+        if r.kept is not None
+    ]
     command = "python -m benchmarks.live_first " + shlex.join(sys.argv[1:])
-    notes = [command, f"{machine()}, {time.strftime('%Y-%m-%d')}"]
-    title = "Live p99 latency against the batch throughput kept (a point per setting, live rate)"
-    x_label = "batch throughput kept, % of the batch alone"
+    title = "Live first-token p95 against the batch throughput kept (a point per phase, rate)"
+    notes = [command, f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(scatter(points, title, x_label, "live p99 ms", notes))
+    path.write_text(scatter(points, title, "batch throughput kept, %", "first token p95 ms", notes))
     print(f"plot: {path}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lines", type=int, default=3000)
+    parser.add_argument("--before", default="864584e", help="the revision to compare with")
     parser.add_argument("--rates", type=float, nargs="+", default=[0.5, 2.0, 8.0])
-    parser.add_argument("--windows", type=int, nargs="*", default=[8, 32, 128])
-    parser.add_argument("--idle-seconds", type=float, default=30.0)
-    parser.add_argument("--servers", nargs="+", help="e.g. controller 'no yield' 'window 8'")
-    parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
-    parser.add_argument("--plot", type=Path, help="write the SVG plot here")
+    parser.add_argument("--servers", nargs="+", default=["before", "now", "vllm"])
+    parser.add_argument("--lines", type=int, default=40000, help="lines of each batch")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--alone-seconds", type=float, default=12.0)
+    parser.add_argument("--seconds", type=float, default=30.0, help="live traffic per phase")
+    parser.add_argument("--vllm-inflight", type=int, default=256)
+    parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, CLIENT_NICE)
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = model_factory.make_chat_model(root / "chat")
-        source = root / "in.jsonl"
+        source = root / "batch.jsonl"
         write_file(source, args.lines, BATCH_TOKENS)
-        # A server's first batch is slower (first prompts, first sizes): it is not measured.
-        warm_up = root / "warm-up.jsonl"
-        write_file(warm_up, WARM_UP_LINES, BATCH_TOKENS)
-        planned = setups(args)
-        env = {
-            name: {**SERVER_ENV, **setup.env, "SAGEMAKER_BATCH_STORE": str(root / f"store{i}")}
-            for i, (name, setup) in enumerate(planned.items())
-        }
         print(
-            f"{args.lines} chat lines x {BATCH_TOKENS} tokens beside Poisson live chats of 8 "
-            "tokens; tiny Llama, 2 cores, 256 seqs"
+            f"tiny Llama, {os.cpu_count()} cores, 256 seqs; batch lines of {BATCH_TOKENS} tokens, "
+            f"live chats of {LIVE_TOKENS} (streamed); {args.seconds:g} s of live traffic a phase"
         )
-        print(
-            f"{'server':11} {'batch via':17} {'live/s':>6} {'p50 ms':>7} {'p95 ms':>7} "
-            f"{'p99 ms':>7} {'p50 x':>6} {'p95 x':>6} {'p99 x':>6} {'lines/s':>8} {'kept':>5}"
-        )
-        points: list[Point] = []
-        with servers.running(dict.fromkeys(env, model), root, env) as running:
-            for name, server in running.items():
-                setup = planned[name]
-                batch_api(server, warm_up)
-                idle = {
-                    rate: idle_tail(server.url, rate, args.idle_seconds) for rate in setup.rates
-                }
-                for rate, tail in idle.items():
-                    print(
-                        f"{name:11} {'(idle)':17} {rate:6.1f} {tail.p50 * 1000:7.0f} "
-                        f"{tail.p95 * 1000:7.0f} {tail.p99 * 1000:7.0f}"
-                    )
-                ways = {
-                    "/v1/batches": lambda s=server: batch_api(s, source),
-                    "batch --endpoint": lambda s=server: batch_runner(s, source, root / "o.jsonl"),
-                }
-                for way in setup.ways:
-                    rows = measure(server, ways[way], setup.rates)
-                    alone = args.lines / rows[0][2]
-                    print(f"{name:11} {way:17} {'-':>6} {'':47} {alone:8.1f} {'100%':>5}")
-                    for rate, tail, seconds in rows[1:]:
-                        points.append(
-                            report(name, way, rate, tail, idle[rate], args.lines / seconds, alone)
+        for name in args.servers:
+            runs: Callable[[], contextlib.AbstractContextManager[tuple[str, str, Batch]]]
+            if name == "vllm":
+
+                @contextlib.contextmanager
+                def runs() -> Iterator[tuple[str, str, Batch]]:
+                    with plain_vllm(model, root) as url:
+                        yield url, "/v1/chat/completions", ClientBatch(url, args.vllm_inflight)
+
+            else:
+
+                @contextlib.contextmanager
+                def runs(name: str = name) -> Iterator[tuple[str, str, Batch]]:
+                    with contextlib.ExitStack() as stack:
+                        tree = (
+                            stack.enter_context(worktree(args.before)) if name == "before" else None
                         )
-                preempted = server.metric("vllm_sagemaker:batch_preemptions_total")
-                throttled = server.metric("vllm_sagemaker:batch_throttled_total")
-                print(f"{name:11} preempted {preempted:.0f} lines, throttled {throttled:.0f} calls")
+                        server = stack.enter_context(our_server(name, model, root, tree))
+                        yield server.url, "/invocations", ServerBatch(server.url, source)
+
+            with runs() as (url, path, batch):
+                for rate in args.rates:
+                    found = phases(name, url, path, batch, rate, args)
+                    report(found)
+                    rows += found
+        print("\nall rows")
+        report(rows)
         if args.plot:
-            plot(args.plot, points)
+            plot(args.plot, rows)
 
 
 if __name__ == "__main__":

@@ -47,15 +47,20 @@ class LiveFirstScheduler(Scheduler):
         priority = self.batch_priority
         if priority is None or not self._live_prefill(priority):
             return super().schedule(*args, **kwargs)
-        held_running = [r for r in self.running if is_batch(r, priority)]
-        held_waiting = [r for r in self.waiting if is_batch(r, priority)]
-        self.running = [r for r in self.running if not is_batch(r, priority)]
-        self.waiting.remove_requests(held_waiting)
+        # vLLM skips a running request until `next_decode_eligible_step`; `schedule` counts the
+        # step before it looks, so current_step + 2 skips this step alone (as vLLM's own
+        # DiffusionAsyncScheduler does). The request keeps its slot and its KV cache.
+        for request in self.running:
+            if is_batch(request, priority):
+                request.next_decode_eligible_step = max(
+                    request.next_decode_eligible_step, self.current_step + 2
+                )
+        held = [r for r in self.waiting if is_batch(r, priority)]
+        self.waiting.remove_requests(held)
         try:
             return super().schedule(*args, **kwargs)
         finally:
-            self.running = [*self.running, *held_running]
-            for request in held_waiting:
+            for request in held:
                 self.waiting.add_request(request)
 
     def _live_prefill(self, priority: int) -> bool:
