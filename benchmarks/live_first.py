@@ -20,7 +20,7 @@ client). The client runs at a higher CPU priority than the servers (it stands fo
 machines: on 2 cores its own scheduling delays were up to 1.4 s and are not the server's).
 
     .venv/bin/python -m benchmarks.live_first [--before 864584e] [--rates 0.5 2 8]
-        [--servers before now vllm] [--plot docs/img/live-first.svg]
+        [--servers before now step-only vllm] [--plot docs/img/live-first.svg]
 """
 
 import argparse
@@ -36,9 +36,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import openai
@@ -47,12 +48,24 @@ from benchmarks.batch_runner import write_file
 from benchmarks.plot import Point, scatter
 from benchmarks.startup import worktree
 from tests import model_factory, processes, servers, waiting
+from vllm_sagemaker.container.env_args import LIVE_FIRST_SCHEDULER
 
 ENGINE = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
 BATCH_TOKENS = 32
 LIVE_TOKENS = 8
 BATCH_PRIORITY = 10
 CLIENT_NICE = -10
+# Our servers by name: the settings each adds. "before" runs the `--before` revision;
+# "step-only" is this tree's live-first engine step without the window's yielding (the whole
+# window under live traffic), to see what the window still adds.
+OURS = {
+    "before": {},
+    "now": {},
+    "step-only": {
+        "SAGEMAKER_BATCH_YIELD": "false",
+        "SM_VLLM_SCHEDULER_CLS": LIVE_FIRST_SCHEDULER,
+    },
+}
 
 
 def live_body(stream_path: str) -> bytes:
@@ -65,6 +78,36 @@ def live_body(stream_path: str) -> bytes:
     if stream_path == "/v1/chat/completions":
         body["model"] = "chat"
     return json.dumps(body).encode()
+
+
+@dataclass(frozen=True)
+class Stamps:
+    """One streamed request on the machine-wide monotonic clock."""
+
+    status: int
+    sent: float
+    first_byte: float
+    done: float
+
+
+def streamed(url: str, path: str, body: bytes, headers: Mapping[str, str] | None = None) -> Stamps:
+    """POST `body` and read the answer: when it was sent, when its first body byte came (the
+    first token of a stream), when it ended. Plain `http.client` on the caller's thread: a new
+    `httpx` client per request (an SSL context each) stalled the client itself for seconds."""
+    address = httpx.URL(url)
+    connection = http.client.HTTPConnection(address.host, address.port, timeout=600)
+    sent = time.monotonic()
+    try:
+        connection.request(
+            "POST", path, body, {"Content-Type": "application/json", **(headers or {})}
+        )
+        reply = connection.getresponse()
+        reply.read(1)
+        first_byte = time.monotonic()
+        reply.read()
+    finally:
+        connection.close()
+    return Stamps(reply.status, sent, first_byte, time.monotonic())
 
 
 @dataclass
@@ -104,21 +147,10 @@ class LiveTraffic:
         self._body = live_body(self.path)
 
     def _one(self) -> None:
-        url = httpx.URL(self.url)
-        connection = http.client.HTTPConnection(url.host, url.port, timeout=600)
-        started = time.perf_counter()
-        try:
-            connection.request("POST", self.path, self._body, {"Content-Type": "application/json"})
-            reply = connection.getresponse()
-            reply.read(1)
-            first = time.perf_counter() - started
-            reply.read()
-            total = time.perf_counter() - started
-        finally:
-            connection.close()
-        if reply.status == 200:
-            self.first.append(first)
-            self.total.append(total)
+        stamps = streamed(self.url, self.path, self._body)
+        if stamps.status == 200:
+            self.first.append(stamps.first_byte - stamps.sent)
+            self.total.append(stamps.done - stamps.sent)
         else:
             self.failures += 1
 
@@ -139,20 +171,17 @@ class LiveTraffic:
             thread.join()
 
 
-class Batch:
+class Batch(Protocol):
     """A batch that runs until stopped, and how many of its lines are answered."""
 
-    def start(self) -> None:
-        raise NotImplementedError
+    def start(self) -> None: ...
 
-    def answered(self) -> int:
-        raise NotImplementedError
+    def answered(self) -> int: ...
 
-    def stop(self) -> None:
-        raise NotImplementedError
+    def stop(self) -> None: ...
 
 
-class ServerBatch(Batch):
+class ServerBatch:
     """A `/v1/batches` batch of `source` on one of our servers."""
 
     def __init__(self, url: str, source: Path) -> None:
@@ -176,7 +205,7 @@ class ServerBatch(Batch):
         )
 
 
-class ClientBatch(Batch):
+class ClientBatch:
     """Plain vLLM's batch: a client keeping `inflight` 32-token chats at priority 10."""
 
     def __init__(self, url: str, inflight: int) -> None:
@@ -224,7 +253,13 @@ class Row:
     rate: float
     first: Tail
     total: Tail
-    kept: float | None
+    # The batch's lines/s beside live traffic, and alone (None for the idle phase).
+    lines_s: float | None = None
+    alone_s: float | None = None
+
+    @property
+    def kept(self) -> float | None:
+        return None if self.lines_s is None or not self.alone_s else self.lines_s / self.alone_s
 
 
 def during(batch: Batch, seconds: float) -> float:
@@ -240,7 +275,7 @@ def phases(
     """Idle, transient and steady at one live rate."""
     with LiveTraffic(url, path, rate) as idle:
         time.sleep(args.idle_seconds)
-    rows = [Row(name, "idle", rate, Tail.of(idle.first), Tail.of(idle.total), None)]
+    rows = [Row(name, "idle", rate, Tail.of(idle.first), Tail.of(idle.total))]
     batch.start()
     try:
         waiting.until(lambda: batch.answered() > 0, 600, "the batch never started", 0.2)
@@ -249,16 +284,14 @@ def phases(
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(
-        Row(name, "transient", rate, Tail.of(live.first), Tail.of(live.total), kept / alone)
-    )
+    rows.append(Row(name, "transient", rate, Tail.of(live.first), Tail.of(live.total), kept, alone))
     batch.start()
     try:
         with LiveTraffic(url, path, rate) as live:
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(Row(name, "steady", rate, Tail.of(live.first), Tail.of(live.total), kept / alone))
+    rows.append(Row(name, "steady", rate, Tail.of(live.first), Tail.of(live.total), kept, alone))
     return rows
 
 
@@ -268,15 +301,17 @@ def ms(tail: Tail) -> str:
 
 def report(rows: list[Row]) -> None:
     print(
-        f"{'server':8} {'phase':9} {'live/s':>6} {'n':>4} | first token ms: {'p50':>5} {'p95':>7} "
-        f"{'p99':>7} | total ms: {'p50':>4} {'p95':>7} {'p99':>7} | x idle p50 p95 | batch kept"
+        f"{'server':9} {'phase':9} {'live/s':>6} {'n':>4} | first token ms: {'p50':>5} {'p95':>7} "
+        f"{'p99':>7} | total ms: {'p50':>4} {'p95':>7} {'p99':>7} | x idle p50 p95 | batch lines/s"
     )
     idle = {(r.server, r.rate): r for r in rows if r.phase == "idle"}
     for row in rows:
         base = idle[(row.server, row.rate)].first
-        kept = "" if row.kept is None else f"{row.kept:6.0%}"
+        kept = (
+            "" if row.kept is None else f"{row.lines_s:5.0f} of {row.alone_s:4.0f} {row.kept:4.0%}"
+        )
         print(
-            f"{row.server:8} {row.phase:9} {row.rate:6.1f} {row.first.count:4d} | "
+            f"{row.server:9} {row.phase:9} {row.rate:6.1f} {row.first.count:4d} | "
             f"{ms(row.first):>31} | {ms(row.total):>26} | "
             f"{row.first.p50 / base.p50:5.2f} {row.first.p95 / base.p95:5.2f} | {kept}",
             flush=True,
@@ -314,8 +349,9 @@ def plain_vllm(model: Path, log_dir: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def our_server(name: str, model: Path, root: Path, tree: Path | None) -> Iterator[servers.Server]:
     """`serve` of this tree, or of an older revision's worktree (through PYTHONPATH: a view
-    `vllm_sagemaker/` of its three folders comes before the installed one)."""
-    env = {**ENGINE, "SAGEMAKER_BATCH_STORE": str(root / f"{name}-store")}
+    `vllm_sagemaker/` of its three folders comes before the installed one), with the
+    variant's settings (`OURS`)."""
+    env = {**ENGINE, **OURS[name], "SAGEMAKER_BATCH_STORE": str(root / f"{name}-store")}
     if tree is not None:
         view = root / f"{name}-view" / "vllm_sagemaker"
         view.mkdir(parents=True)
@@ -348,7 +384,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", default="864584e", help="the revision to compare with")
     parser.add_argument("--rates", type=float, nargs="+", default=[0.5, 2.0, 8.0])
-    parser.add_argument("--servers", nargs="+", default=["before", "now", "vllm"])
+    parser.add_argument(
+        "--servers", nargs="+", default=["before", "now", "vllm"], choices=[*OURS, "vllm"]
+    )
     parser.add_argument("--lines", type=int, default=40000, help="lines of each batch")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--alone-seconds", type=float, default=12.0)

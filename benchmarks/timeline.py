@@ -12,13 +12,12 @@ from /proc: the CPU time each process gets and the core it runs on.
     .venv/bin/python -m benchmarks.timeline [--lines 3000] [--alone 8] [--gap 1]
         [--env NAME=VALUE ...] [--py-spy SECONDS]
 
-`--env` adds server variables (e.g. SAGEMAKER_BATCH_YIELD=false); `--py-spy` records both
-Python processes for that many seconds once live traffic starts (py-spy must be on PATH).
+`--env` adds server variables (e.g. SAGEMAKER_BATCH_YIELD=false); `--py-spy` records every
+process of the server for that many seconds from the batch's start (py-spy must be on PATH).
 """
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import re
@@ -36,21 +35,16 @@ import openai
 import psutil
 
 from benchmarks.batch_runner import write_file
+from benchmarks.live_first import live_body, streamed
 from tests import model_factory, servers
+from vllm_sagemaker.handler.sagemaker.invocations import INFERENCE_ID
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
 PROBES = {
     "SM_VLLM_SCHEDULER_CLS": "benchmarks.timeline_probe.TimelineScheduler",
     "SM_VLLM_MIDDLEWARE": "benchmarks.timeline_probe.RouteProbe",
 }
-LIVE_BODY = json.dumps(
-    {
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": 8,
-        "min_tokens": 8,
-        "stream": True,
-    }
-)
+LIVE_BODY = live_body("/invocations")
 STAGES = (
     ("sent", "route_in", "to vLLM's route"),
     ("route_in", "engine_add", "to the scheduler"),
@@ -69,19 +63,11 @@ class Live:
 
 
 def send_live(url: str, request_id: str) -> Live:
-    """One streaming chat through /invocations; the client's stamps."""
-    host, port = url.removeprefix("http://").split(":")
+    """One streaming chat through /invocations, its id the SageMaker inference id; the
+    client's stamps."""
+    stamps = streamed(url, "/invocations", LIVE_BODY, {INFERENCE_ID.decode(): request_id})
     live = Live(request_id)
-    connection = http.client.HTTPConnection(host, int(port), timeout=600)
-    headers = {"Content-Type": "application/json", "X-Amzn-SageMaker-Inference-Id": request_id}
-    live.stamps["sent"] = time.monotonic()
-    connection.request("POST", "/invocations", LIVE_BODY, headers)
-    reply = connection.getresponse()
-    reply.read(1)
-    live.stamps["first_byte"] = time.monotonic()
-    reply.read()
-    live.stamps["done"] = time.monotonic()
-    connection.close()
+    live.stamps.update(sent=stamps.sent, first_byte=stamps.first_byte, done=stamps.done)
     return live
 
 

@@ -52,6 +52,7 @@ class TimelineScheduler(Base):  # type: ignore[valid-type,misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._first_token: set[str] = set()
+        self._batch_priority = batch_priority(os.environ)
 
     def add_request(self, request: Request) -> None:
         if MARK in request.request_id:
@@ -67,7 +68,7 @@ class TimelineScheduler(Base):  # type: ignore[valid-type,misc]
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         output = super().schedule(*args, **kwargs)
-        priority = batch_priority(os.environ)
+        priority = self._batch_priority
         note(
             "step",
             seqs=len(output.num_scheduled_tokens),

@@ -27,6 +27,7 @@ from tests.json_lines import parse_lines
 from tests.servers import Server
 from tests.test_batches_api import chat_line, client, lines_of
 from vllm_sagemaker.handler.batches.chunking import lines_per_chunk
+from vllm_sagemaker.handler.batches.leases import Lease, claimable
 
 SUCCESSES = "vllm:request_success_total"
 REPLICA_BUCKET = "replicas"
@@ -103,11 +104,14 @@ def chunk_objects(batch_id: str, name: str) -> dict[int, dict]:
 
 
 def held_chunks(batch_id: str) -> dict[str, int]:
-    """Who holds a chunk of the batch now (a lease not run out), and which chunk."""
+    """Who holds a chunk of the batch now, and which chunk: the store's own lease rule
+    (`leases.claimable`) on the leases in S3, at the store's clock (wall time; holders renew
+    long before a lease runs out, so a live holder is always found)."""
+    now = time.time()
     return {
-        lease["owner"]: index
-        for index, lease in chunk_objects(batch_id, "lease.json").items()
-        if lease["owner"] is not None and lease["until"] > time.time()
+        lease.owner: index
+        for index, raw in chunk_objects(batch_id, "lease.json").items()
+        if (lease := Lease.from_json(raw)).owner is not None and not claimable(lease, now)
     }
 
 
