@@ -196,6 +196,15 @@ def print_timeline(lives: list[Live], noted: list[dict]) -> None:
         )
 
 
+def print_lag(noted: list[dict], label: str, start: float, end: float) -> None:
+    """The API server's event-loop lag (the probe's samples of each second) in [start, end]."""
+    lags = [e for e in noted if e["event"] == "loop_lag" and start <= e["t"] <= end]
+    if lags:
+        mean = statistics.mean(e["mean"] for e in lags) * 1000
+        worst = max(e["max"] for e in lags) * 1000
+        print(f"event-loop lag, {label}: mean {mean:.1f} ms, max {worst:.1f} ms")
+
+
 def print_cpu(sampler: CpuSampler, label: str, start: float, end: float) -> None:
     print(f"CPU {label} ({end - start:.1f} s): share of one core per thread, samples per core")
     for process, thread, share, cores in sampler.shares(start, end)[:14]:
@@ -304,6 +313,8 @@ def main() -> None:
         print(f"{args.lines} lines x {args.tokens} tokens; env {args.env or 'defaults'}")
         print(f"batch {final.status}: {final.request_counts}, {ended - created:.1f} s")
         print_timeline(idle + lives, noted)
+        print_lag(noted, "batch alone", created + 1, first_live)
+        print_lag(noted, "batch with live traffic", first_live, ended)
         print_cpu(sampler, "batch alone", created + 1, first_live)
         print_cpu(sampler, "batch with live traffic", first_live, ended)
         if args.keep:

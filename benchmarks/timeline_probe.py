@@ -8,12 +8,13 @@ public seams (`--scheduler-cls`, `--middleware`); each process appends JSON line
   work, which live requests it started; when its output came back), a live request's first
   token. tests/test_live_first.py reads the same notes.
 - `RouteProbe` (API server, inside our middleware): the call of vLLM's route for a live request,
-  and the route's first body byte.
+  the route's first body byte, and each second the event loop's lag (`loop_lag`).
 
 A live request is one whose id contains `live` (the benchmark sends it as the SageMaker
 inference id, which becomes vLLM's request id).
 """
 
+import asyncio
 import json
 import os
 import time
@@ -101,14 +102,32 @@ class TimelineScheduler(Base):  # type: ignore[valid-type,misc]
         return outputs
 
 
+async def loop_lag(every_s: float = 0.01) -> None:
+    """The API server's event-loop lag: how late a `sleep(every_s)` wakes, noted as the mean
+    and the maximum of each second."""
+    loop = asyncio.get_running_loop()
+    late: list[float] = []
+    second = loop.time()
+    while True:
+        asked = loop.time()
+        await asyncio.sleep(every_s)
+        late.append(loop.time() - asked - every_s)
+        if loop.time() - second >= 1.0:
+            note("loop_lag", mean=sum(late) / len(late), max=max(late))
+            late, second = [], loop.time()
+
+
 class RouteProbe:
     """Inside our middleware: notes when vLLM's route is called for a live request, and when
     the route sends its first body byte."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._lag: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._lag is None and scope["type"] == "http":
+            self._lag = asyncio.create_task(loop_lag())
         headers = dict(scope.get("headers", [])) if scope["type"] == "http" else {}
         request_id = headers.get(b"x-request-id", b"").decode()
         if MARK not in request_id:

@@ -226,3 +226,44 @@ def test_lines_that_stay_beyond_the_window_are_preempted_a_few_at_a_time(
     running: int, window: int, exceeded_for_s: float, stopped: int
 ) -> None:
     assert admission.to_preempt(running, window, exceeded_for_s) == stopped
+
+
+LAG = Settings(full=256, grow_every_s=1.0, shrink_every_s=0.5, lag_target_s=0.01)
+
+
+@pytest.mark.parametrize(
+    ("state", "lag_s", "running", "now", "cap"),
+    [
+        # the loop keeps up: no cap yet, none needed
+        (State(window=256), 0.002, 256, 5.0, None),
+        # it lags: half of what runs (not of an unused cap)
+        (State(window=256), 0.03, 256, 5.0, 128),
+        (State(window=256, cap=200), 0.03, 40, 5.0, 20),
+        # lags again within shrink_every_s: unchanged
+        (State(window=256, cap=128, cap_changed_at=4.8), 0.03, 128, 5.0, 128),
+        # and after it: halved again, never below the floor
+        (State(window=256, cap=128, cap_changed_at=4.0), 0.03, 128, 5.0, 64),
+        (State(window=256, cap=1, cap_changed_at=0.0), 0.5, 1, 5.0, 1),
+        # keeps up again: an eighth more every grow_every_s, up to the whole window
+        (State(window=256, cap=64, cap_changed_at=4.5), 0.002, 64, 5.0, 64),
+        (State(window=256, cap=64, cap_changed_at=3.0), 0.002, 64, 5.0, 72),
+        (State(window=256, cap=250, cap_changed_at=3.0), 0.002, 250, 5.0, 256),
+        (State(window=256, cap=3, cap_changed_at=3.0), 0.002, 3, 5.0, 4),
+    ],
+)
+def test_the_api_server_cap_follows_its_event_loop(
+    state: State, lag_s: float, running: int, now: float, cap: int | None
+) -> None:
+    assert admission.loop_lag(state, LAG, lag_s, running, now).cap == cap
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (State(window=256), 256),
+        (State(window=256, cap=40), 40),
+        (State(window=16, cap=40), 16),
+    ],
+)
+def test_the_limit_is_the_window_within_the_cap(state: State, expected: int) -> None:
+    assert admission.limit(state, LAG) == expected

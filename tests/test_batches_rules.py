@@ -3,6 +3,7 @@ window under live traffic, the store's leases, and the size of a batch's chunks.
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -191,6 +192,26 @@ def test_batch_work_finds_room_only_within_the_window() -> None:
         return full, throttled, await window.room(600)
 
     assert asyncio.run(scenario()) == (True, True, True)
+
+
+def test_an_event_loop_that_falls_behind_caps_the_batch() -> None:
+    """A loop blocked for 0.2 s wakes the lag watcher at least 0.15 s late, on any machine: the
+    cap halves from the lines in flight; lines already running keep running."""
+
+    async def scenario() -> tuple[int, int]:
+        window = BatchWindow(admission.Settings(full=8), yields=True)
+        for _ in range(8):
+            await window.acquire()
+        await asyncio.sleep(0)
+        time.sleep(0.2)
+        async with asyncio.timeout(600):  # a hang guard only
+            while window.state.cap is None:
+                await window.changed(1.0)
+        return window.limit(), window.running
+
+    limit, running = asyncio.run(scenario())
+    assert limit <= 4
+    assert running == 8
 
 
 def claimed(claim: Claim | None) -> str | None:

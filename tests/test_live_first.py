@@ -23,10 +23,32 @@ import pytest
 
 from tests import model_factory, servers, waiting
 from tests.test_batches_api import LONG_TOKENS, chat_line, client, submit
+from vllm_sagemaker.handler.engine.live_first import holds_batch, reserve
 
 ROOT = Path(__file__).resolve().parent.parent
 LIVE_ID = "live-probe"
 BATCH_LINES = 8
+
+
+@pytest.mark.parametrize(
+    ("live_waiting", "live_prefilling", "free_slots", "held"),
+    [
+        (False, False, 10, False),  # no live request: the batch steps
+        (True, False, 10, True),  # one waits and fits: its prefill runs alone
+        (False, True, 0, True),  # one is in its (chunked) prefill
+        (True, False, 0, False),  # one waits but no slot is free: the batch frees one
+        (True, True, 0, True),
+    ],
+)
+def test_when_batch_work_sits_a_step_out(
+    live_waiting: bool, live_prefilling: bool, free_slots: int, held: bool
+) -> None:
+    assert holds_batch(live_waiting, live_prefilling, free_slots) == held
+
+
+@pytest.mark.parametrize(("max_running", "kept"), [(256, 16), (1024, 64), (8, 1), (1, 1)])
+def test_batch_lines_leave_slots_for_live_requests(max_running: int, kept: int) -> None:
+    assert reserve(max_running) == kept
 
 
 @pytest.fixture(scope="module")

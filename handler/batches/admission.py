@@ -16,6 +16,15 @@ The batch window is driven by what live requests measure, not by a fixed fractio
 - running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
   (`to_preempt`), a few at a time: short lines finish on their own, long ones give way.
 
+Beside the window, a cap that follows the API server itself (`loop_lag`): batch lines and live
+requests share its one event loop, first in, first out, so batch output the loop cannot keep up
+with queues ahead of every live request before it even reaches the engine (113-218 ms in
+benchmarks/timeline.py with the whole window on 2 cores). While the loop wakes later than
+`lag_target_s` the cap halves (at most every `shrink_every_s`); while it keeps up, the cap grows
+by an eighth every `grow_every_s`, up to the whole window. It holds with or without live
+traffic, so the backlog is not there when a live request arrives; lines above the cap finish on
+their own (only the window preempts). `limit` is the smaller of the two.
+
 `State.reason` says why the window last changed, for the log line and the metrics.
 """
 
@@ -45,6 +54,7 @@ class Settings:
     shrink_every_s: float = 0.5
     stale_s: float = 1.0
     floor: int = 1
+    lag_target_s: float = 0.01
 
     @property
     def under_live(self) -> int:
@@ -64,6 +74,9 @@ class State:
     sampled_at: float = float("-inf")
     changed_at: float = float("-inf")
     reason: str = "quiet"
+    # The API server's cap (`loop_lag`); None: none yet, the whole window.
+    cap: int | None = None
+    cap_changed_at: float = float("-inf")
 
     def target_s(self, settings: Settings) -> float | None:
         """The live latency the controller holds the batch to, once it knows one."""
@@ -140,3 +153,21 @@ def to_preempt(running: int, window: int, exceeded_for_s: float) -> int:
     if exceeded_for_s < PREEMPT_AFTER_S:
         return 0
     return max(0, min(running - window, PREEMPT_AT_ONCE))
+
+
+def loop_lag(state: State, settings: Settings, lag_s: float, running: int, now: float) -> State:
+    """The API server's event loop woke `lag_s` late with `running` batch lines in flight: the
+    cap halves from what runs while the loop lags, and grows by an eighth while it keeps up."""
+    cap = settings.full if state.cap is None else state.cap
+    if lag_s > settings.lag_target_s:
+        if now - state.cap_changed_at < settings.shrink_every_s:
+            return state
+        return replace(state, cap=max(settings.floor, min(cap, running) // 2), cap_changed_at=now)
+    if cap >= settings.full or now - state.cap_changed_at < settings.grow_every_s:
+        return state
+    return replace(state, cap=min(settings.full, cap + max(1, cap // 8)), cap_changed_at=now)
+
+
+def limit(state: State, settings: Settings) -> int:
+    """Batch lines allowed in flight: the window, within the API server's cap."""
+    return min(state.window, settings.full if state.cap is None else state.cap)

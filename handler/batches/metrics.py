@@ -19,6 +19,11 @@ LIVE_TARGET = Gauge(
     "vllm_sagemaker:live_latency_target_seconds",
     "The live latency batch work is held to (0 while it is still learned).",
 )
+LOOP_LAG = Gauge(
+    "vllm_sagemaker:api_server_lag_seconds",
+    "How late the API server's event loop wakes while batch work runs (moving average); above "
+    "its target the batch's cap halves.",
+)
 PREEMPTIONS = Counter(
     "vllm_sagemaker:batch_preemptions",
     "Running batch lines aborted for live traffic and queued to run again.",

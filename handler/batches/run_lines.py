@@ -86,7 +86,7 @@ class LineRunner:
                     line_stop(context.stop.reason)
             else:
                 now = time.monotonic()
-                limit = window.limit()
+                limit = window.live_limit()
                 if window.running <= limit:
                     exceeded_since = None
                 elif exceeded_since is None:

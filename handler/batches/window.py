@@ -10,6 +10,7 @@ records of batch-marked invocations (`priority=batch`). Its size follows the rul
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
@@ -18,6 +19,10 @@ from vllm_sagemaker.handler.logs import logger
 
 # How often a waiting batch line looks at the window again when nothing else wakes it.
 RECHECK_S = 0.25
+# While batch work runs, the event loop's lag is sampled this often, as a moving average with
+# this weight for the newest sample (one late wake-up, a garbage collection, moves it a quarter).
+LAG_EVERY_S = 0.05
+LAG_WEIGHT = 0.25
 
 
 class BatchWindow:
@@ -30,8 +35,11 @@ class BatchWindow:
         self.live_in_flight = 0
         self.last_live = -float("inf")
         self.running = 0
+        self.lag_s = 0.0
         self._changed = asyncio.Event()
-        metrics.WINDOW.set_function(lambda: self._current().window)
+        self._lag_watch: asyncio.Task[None] | None = None
+        metrics.WINDOW.set_function(lambda: admission.limit(self._current(), self.settings))
+        metrics.LOOP_LAG.set_function(lambda: self.lag_s)
         metrics.RUNNING.set_function(lambda: self.running)
         metrics.LIVE_LATENCY.set_function(lambda: self.state.recent_s or 0.0)
         metrics.LIVE_TARGET.set_function(lambda: self.state.target_s(self.settings) or 0.0)
@@ -76,7 +84,14 @@ class BatchWindow:
                 (state.recent_s or 0) * 1000,
                 "learning" if target is None else f"{target * 1000:.0f} ms",
             )
-        if state.window != self.state.window:
+        if state.cap is not None and state.cap < (self.state.cap or self.settings.full):
+            logger.info(
+                "batch cap: %d -> %d (the API server's event loop %.0f ms late)",
+                self.state.cap or self.settings.full,
+                state.cap,
+                self.lag_s * 1000,
+            )
+        if admission.limit(state, self.settings) != admission.limit(self.state, self.settings):
             self._notify()
         self.state = state
 
@@ -88,6 +103,13 @@ class BatchWindow:
         return admission.tick(self.state, self.settings, self.live_in_flight, self.last_live, now)
 
     def limit(self) -> int:
+        """Batch lines allowed in flight now: the window within the API server's cap."""
+        self._update(self._current())
+        return admission.limit(self.state, self.settings)
+
+    def live_limit(self) -> int:
+        """The window live traffic leaves: running lines beyond it are preempted (lines beyond
+        the API server's cap only finish)."""
         self._update(self._current())
         return self.state.window
 
@@ -100,6 +122,26 @@ class BatchWindow:
         while self.locked():
             await self.changed(RECHECK_S)
         self.running += 1
+        if self.yields and (self._lag_watch is None or self._lag_watch.done()):
+            self._lag_watch = asyncio.create_task(self._watch_lag())
+
+    async def _watch_lag(self) -> None:
+        """While batch work runs: how late the event loop wakes from a LAG_EVERY_S sleep (a
+        moving average), which sets the API server's cap (`admission.loop_lag`); the cap goes
+        once no batch work is left."""
+        while self.running:
+            asked = time.monotonic()
+            await asyncio.sleep(LAG_EVERY_S)
+            now = time.monotonic()
+            late = max(0.0, now - asked - LAG_EVERY_S)
+            self.lag_s += LAG_WEIGHT * (late - self.lag_s)
+            self._update(
+                admission.loop_lag(self.state, self.settings, self.lag_s, self.running, now)
+            )
+        # No batch work left: the next batch starts from the whole window (its own load is
+        # what the cap will follow).
+        self.lag_s = 0.0
+        self._update(dataclasses.replace(self.state, cap=None))
 
     def release(self) -> None:
         self.running -= 1
