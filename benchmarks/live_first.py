@@ -223,7 +223,11 @@ class ClientBatch:
                 "min_tokens": BATCH_TOKENS,
                 "priority": BATCH_PRIORITY,
             }
-            reply = await client.post("/v1/chat/completions", json=body)
+            try:
+                reply = await client.post("/v1/chat/completions", json=body)
+            except httpx.TransportError:
+                # vLLM's server resets some of 256 connections opened at once: send again.
+                continue
             if reply.status_code == 200:
                 self.done += 1
 
@@ -320,10 +324,13 @@ def report(rows: list[Row]) -> None:
 
 @contextlib.contextmanager
 def plain_vllm(model: Path, log_dir: Path) -> Iterator[str]:
-    """vLLM's own server, priority scheduling, the same engine settings as ours."""
+    """vLLM's own server, priority scheduling, the same engine settings as ours (started
+    through `container.vllm_cli`, vLLM's CLI as `serve` runs it: the `vllm` script of the CPU
+    build cannot find its own version)."""
     port = servers.free_port()
     command = [
-        str(Path(sys.executable).with_name("vllm")), "serve", str(model), "--port", str(port),
+        sys.executable, "-m", "vllm_sagemaker.container.vllm_cli", "serve", str(model),
+        "--port", str(port),
         "--served-model-name", "chat", "--scheduling-policy", "priority", "--enforce-eager",
         "--max-num-seqs", ENGINE["SM_VLLM_MAX_NUM_SEQS"],
         "--max-num-batched-tokens", ENGINE["SM_VLLM_MAX_NUM_BATCHED_TOKENS"],
@@ -334,6 +341,8 @@ def plain_vllm(model: Path, log_dir: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
 
     def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"plain vLLM exited with {process.returncode}: see {log_dir}")
         try:
             return httpx.get(url + "/health", timeout=2).status_code == 200
         except httpx.HTTPError:
