@@ -83,14 +83,19 @@ def added(directory: Path) -> bool:
     return any(e["event"] == "engine_add" and LIVE_ID in e["id"] for e in noted(directory))
 
 
+def batch_stepped(directory: Path) -> bool:
+    """The engine has run a step with batch work in it."""
+    return any(e["event"] == "step" and e["batch"] for e in noted(directory))
+
+
 def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path]) -> None:
     server, notes = probed
     sdk = client(server)
     lines = [chat_line(f"r{i}", LONG_TOKENS, min_tokens=LONG_TOKENS) for i in range(BATCH_LINES)]
     batch = submit(sdk, lines)
-    waiting.until(
-        lambda: server.metric("vllm:num_requests_running") > 0, 300, "no batch line ran", 0.02
-    )
+    # The probe's own notes, not /metrics: a scrape took seconds on a busy machine, longer than
+    # the whole batch. A line of LONG_TOKENS tokens runs for that many steps after this.
+    waiting.until(lambda: batch_stepped(notes), 300, "no batch line ran", 0.02)
     answered: list[httpx.Response] = []
     with server.paused():
         live = threading.Thread(
