@@ -1,9 +1,11 @@
-"""`serve`: read the container's environment, build vLLM's server command, and exec it.
+"""`serve`: read the container's environment, build vLLM's server command, and run it.
 
-The rules live in `env_args`, `hardware`, `handler_specs` and `requirements`; this module only
-gathers the machine's facts, installs the customer's requirements, prints or execs the result,
-and turns a configuration error (of the server, of the handler that will run inside it, or of
-the customer's handler specs) into one clear message before anything starts.
+The rules live in `env_args`, `hardware`, `handler_specs`, `requirements` and `restarts`; this
+module only gathers the machine's facts, installs the customer's requirements, prints the result
+or runs it (under `supervisor`, which starts vLLM again when it fails; with
+PROCESS_AUTO_RECOVERY=false it execs vLLM in its place), and turns a configuration error (of
+the server, of the handler that will run inside it, or of the customer's handler specs) into
+one clear message before anything starts.
 """
 
 import argparse
@@ -14,6 +16,8 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from vllm_sagemaker.container import env_args, hardware, requirements
+from vllm_sagemaker.container.restarts import RestartPolicy
+from vllm_sagemaker.container.supervisor import Supervisor
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.env import ConfigError, model_dir
@@ -46,13 +50,15 @@ def server_command(
 
 
 def run(extra: Sequence[str], dry_run: bool) -> int:
-    """Print the resolved command (`dry_run`) or replace this process with the server."""
+    """Print the resolved command (`dry_run`), or run the server: supervised, or in place of this
+    process when auto-recovery is off."""
     missing = None if dry_run else server_missing("serve")
     if missing:
         print(f"serve: {missing}", file=sys.stderr)
         return 1
     try:
         Config.from_env(os.environ)
+        policy = RestartPolicy.from_env(os.environ)
         command, added = server_command(os.environ, extra)
         problems = handler_specs.problems(os.environ, handler_specs.read_source)
         if problems:
@@ -77,6 +83,8 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         print(f"serve: {key}={value} (set it to override)", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
+    if policy.enabled:
+        return Supervisor(command, {**os.environ, **added}, policy).run()
     os.execve(command[0], command, {**os.environ, **added})
 
 

@@ -5,17 +5,27 @@ status of a clean stop: Docker's `--restart on-failure`, Kubernetes Jobs and sup
 as "finished". A clean stop is one somebody asked for with SIGTERM or SIGINT. `StopRequests`
 notes those signals (and passes each on to vLLM's own handler); a server that stops, or an
 engine that is found dead, without one is a failure and the process exits with status 1.
+`serve` then starts vLLM again (`container.supervisor`) and tells it how often it has, which
+`/metrics` shows.
 """
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 
+from prometheus_client import Gauge
+
+from vllm_sagemaker.handler.core.env import RESTARTS_VAR, whole_number
 from vllm_sagemaker.handler.logs import logger
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 FAILED = 1
+
+RESTARTS = Gauge(
+    "vllm_sagemaker:server_restarts",
+    "Times serve has started vLLM again after it failed, since the container started.",
+)
 
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
@@ -50,3 +60,8 @@ class StopRequests:
             return
         logger.error("%s; exiting with status %d so the instance is replaced", why, FAILED)
         os._exit(FAILED)
+
+
+def publish_restarts(env: Mapping[str, str]) -> None:
+    """Put on /metrics how many times `serve` has restarted this server's vLLM."""
+    RESTARTS.set(whole_number(env, RESTARTS_VAR) or 0)

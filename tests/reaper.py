@@ -1,14 +1,18 @@
-"""Ends the process groups a test process started once that test process is gone, however it
-ended (a normal exit, Ctrl-C, a CI time-out, `kill -9`).
+"""Ends the sessions a test process started once that test process is gone, however it ended
+(a normal exit, Ctrl-C, a CI time-out, `kill -9`).
 
-Run as `python tests/reaper.py`, in a session of its own so a signal to the test process's group
-does not reach it. It reads `+PGID` (a group to end) and `-PGID` (a group already ended) from
-stdin, one a line; end of input means the test process is gone. Then every group still listed
-gets SIGTERM, and SIGKILL if anything in it outlives `GRACE_S`.
+Every process a test starts leads a session of its own, whose id is its pid; what it starts
+stays in that session, also in process groups of its own (as `serve` runs vLLM). Run as
+`python tests/reaper.py`, in a session of its own so a signal to the test process's group does
+not reach it. It reads `+SID` (a session to end) and `-SID` (a session already ended) from
+stdin, one a line; end of input means the test process is gone. Then the leading group of every
+session still listed gets SIGTERM (so `serve` stops vLLM in order), and every process of the
+session gets SIGKILL if anything in it outlives `GRACE_S`.
 
 It imports nothing of the project, so it runs whatever state the checkout is in.
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -19,41 +23,60 @@ GRACE_S = 10.0
 POLL_S = 0.1
 
 
-def signal_group(pgid: int, signum: int) -> bool:
-    """Send `signum` to the group; False when nothing of it is left."""
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    return True
+def session_members(sid: int) -> list[int]:
+    """The processes of the session (zombies included), from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                # Fields after the command's closing parenthesis: state, ppid, pgrp, session.
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
 
 
-def end_groups(groups: set[int], grace_s: float = GRACE_S) -> None:
-    """SIGTERM to every group, then SIGKILL to those with a process left after `grace_s`."""
-    alive = {pgid for pgid in groups if signal_group(pgid, signal.SIGTERM)}
+def kill_session(sid: int) -> None:
+    """SIGKILL to every process of the session."""
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def end_sessions(sessions: set[int], grace_s: float = GRACE_S) -> None:
+    """SIGTERM to every session's leading group, then SIGKILL to every process of the sessions
+    with a process left after `grace_s`."""
+    for sid in sessions:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
+    alive = {sid for sid in sessions if session_members(sid)}
     while alive and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        alive = {pgid for pgid in alive if signal_group(pgid, 0)}
-    for pgid in alive:
-        signal_group(pgid, signal.SIGKILL)
+        alive = {sid for sid in alive if session_members(sid)}
+    for sid in alive:
+        kill_session(sid)
 
 
-def read_groups(lines: Iterable[str]) -> set[int]:
-    """The groups still to end once the input ends."""
-    groups: set[int] = set()
+def read_sessions(lines: Iterable[str]) -> set[int]:
+    """The sessions still to end once the input ends."""
+    sessions: set[int] = set()
     for line in lines:
-        sign, pgid = line[:1], int(line[1:])
+        sign, sid = line[:1], int(line[1:])
         if sign == "+":
-            groups.add(pgid)
+            sessions.add(sid)
         else:
-            groups.discard(pgid)
-    return groups
+            sessions.discard(sid)
+    return sessions
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    end_groups(read_groups(sys.stdin))
+    end_sessions(read_sessions(sys.stdin))
 
 
 if __name__ == "__main__":

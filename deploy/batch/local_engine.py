@@ -1,7 +1,6 @@
 """`serve` started for the length of one run: a free local port, ready when /ping says 200."""
 
 import contextlib
-import ctypes
 import functools
 import os
 import signal
@@ -16,10 +15,10 @@ from typing import BinaryIO
 
 import httpx
 
+from vllm_sagemaker.handler.core import prctl
+
 START_TIMEOUT_S = 900.0
 POLL_S = 0.25
-# prctl(2): the signal a process gets when the thread that started it ends.
-PR_SET_PDEATHSIG = 1
 
 
 class EngineFailed(RuntimeError):
@@ -32,15 +31,6 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent(parent: int) -> None:
-    """Run in the child before its program starts: SIGTERM it when `parent` ends. The setting
-    survives the exec; on systems without prctl it is a no-op."""
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def spawn_tied(args: Sequence[str], env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
     """Start `args` in a session of its own (a Ctrl-C at the terminal reaches the runner, which
     stops the engine in order) that still gets SIGTERM when this process ends, however it ends
@@ -51,7 +41,7 @@ def spawn_tied(args: Sequence[str], env: dict[str, str], log: BinaryIO) -> subpr
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+        preexec_fn=functools.partial(prctl.die_with_parent, os.getpid()),
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vllm_sagemaker.handler.core import execution_parameters
-from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values
+from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, seconds
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
@@ -176,13 +176,7 @@ def payload_limit_mb(env: Mapping[str, str], batch: bool, async_inference: bool)
 def mini_batch_timeout_s(env: Mapping[str, str], async_inference: bool) -> float:
     """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else the mode's default: 540 s
     (within SageMaker's 600 s), or 3540 s on an async endpoint (within its hour)."""
-    raw = env.get("SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS", "").strip()
-    if not raw:
+    timeout = seconds(env, "SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS")
+    if timeout is None:
         return ASYNC_MINI_BATCH_TIMEOUT_S if async_inference else DEFAULT_MINI_BATCH_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise ConfigError(f"SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS must be seconds > 0, got {raw!r}")
-    return value
+    return timeout

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 TRUE_VALUES = ("true", "1", "yes", "on")
 FALSE_VALUES = ("false", "0", "no", "off")
+# Set by `serve` in vLLM's environment at each start: how many times it has started vLLM again
+# after a failure (`container.supervisor`; the handler publishes it on /metrics).
+RESTARTS_VAR = "SAGEMAKER_SERVER_RESTARTS"
 
 
 class ConfigError(ValueError):
@@ -31,6 +34,31 @@ def flag(env: Mapping[str, str], name: str, default: bool) -> bool:
         f"{', '.join(TRUE_VALUES)} or {', '.join(FALSE_VALUES)} (any case), or leave it unset "
         f"for the default ({str(default).lower()})"
     )
+
+
+def seconds(env: Mapping[str, str], name: str) -> float | None:
+    """A duration in seconds, a finite number > 0 (fractions allowed); None when unset."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{name} must be seconds > 0, got {raw!r}")
+    return value
+
+
+def whole_number(env: Mapping[str, str], name: str, most: int | None = None) -> int | None:
+    """A whole number from 0 (to `most`, when given); None when unset."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or (most is not None and int(raw) > most):
+        bounds = "≥ 0" if most is None else f"from 0 to {most}"
+        raise ConfigError(f"{name} must be a whole number {bounds}, got {raw!r}")
+    return int(raw)
 
 
 def flag_values(value: str) -> list[str]:

@@ -1,0 +1,77 @@
+"""When `serve` starts vLLM again after it died, as pure rules: the policy read from the
+environment, whether one more restart is allowed, and how an exit reads in the log and in
+`serve`'s own exit status. The processes themselves are `container.supervisor`'s.
+
+The variables are AWS's vLLM image's (MHCS's `standard-supervisor`), with the meaning its README
+gives: `PROCESS_AUTO_RECOVERY` (default true) restarts vLLM when it fails, and
+`PROCESS_MAX_START_RETRIES` (default 3, 0-100) restarts at most that many times, after which the
+container exits with status 1. Where ours differs from what its supervisord does:
+
+- a clean exit (status 0: a stop somebody asked for, see `handler.lifecycle`) is never restarted;
+- the restarts are counted within `SAGEMAKER_RESTART_WINDOW_SECONDS`, however long vLLM ran
+  before it died (supervisord counts only deaths within 1 s of a start, so a server that dies
+  every minute restarts forever);
+- past the limit `serve` exits 1 (supervisord stays up with no server, and nothing replaces it);
+- vLLM gets `SAGEMAKER_STOP_TIMEOUT_SECONDS` to stop after SIGTERM (about 5 s there).
+"""
+
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from vllm_sagemaker.handler.core.env import flag, seconds, whole_number
+
+MAX_RESTARTS_LIMIT = 100
+DEFAULT_MAX_RESTARTS = 3
+# Long enough to hold three loads of a large model (several minutes each), so a server that
+# dies right after each load is given up on rather than reloaded forever.
+DEFAULT_WINDOW_S = 3600.0
+# supervisord's stopwaitsecs in AWS's image; vLLM stops in a few seconds, a running batch pauses.
+DEFAULT_STOP_TIMEOUT_S = 30.0
+# `serve`'s status when vLLM failed more often than the policy allows (AWS documents 1).
+GAVE_UP = 1
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Whether, how often and how gently `serve` restarts vLLM."""
+
+    enabled: bool = True
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    window_s: float = DEFAULT_WINDOW_S
+    stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "RestartPolicy":
+        retries = whole_number(env, "PROCESS_MAX_START_RETRIES", MAX_RESTARTS_LIMIT)
+        return cls(
+            enabled=flag(env, "PROCESS_AUTO_RECOVERY", True),
+            max_restarts=DEFAULT_MAX_RESTARTS if retries is None else retries,
+            window_s=seconds(env, "SAGEMAKER_RESTART_WINDOW_SECONDS") or DEFAULT_WINDOW_S,
+            stop_timeout_s=seconds(env, "SAGEMAKER_STOP_TIMEOUT_SECONDS") or DEFAULT_STOP_TIMEOUT_S,
+        )
+
+
+def may_restart(policy: RestartPolicy, restarts: Sequence[float], now: float) -> bool:
+    """One more restart at `now` keeps within the policy, given the moments of the earlier ones
+    (any monotonic clock)."""
+    recent = [moment for moment in restarts if now - moment < policy.window_s]
+    return policy.enabled and len(recent) < policy.max_restarts
+
+
+def describe(returncode: int) -> str:
+    """How a process ended, for the log: `returncode` as `subprocess` gives it (a negative
+    number is the signal that killed it)."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"was killed by {name}"
+
+
+def exit_status(returncode: int) -> int:
+    """`serve`'s own status for a vLLM that ended with `returncode`: the same status, or
+    128 + the signal that killed it, as a shell reports it."""
+    return returncode if returncode >= 0 else 128 - returncode
