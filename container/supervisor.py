@@ -73,7 +73,12 @@ class Supervisor:
             now = time.monotonic()
             cause = f"vLLM {restarts.describe(returncode)}"
             if not restarts.may_restart(self.policy, self.restarts, now):
-                _log(self._giving_up(cause))
+                _log(
+                    f"{cause}; the {self.policy.max_restarts} restarts PROCESS_MAX_START_RETRIES "
+                    f"allows within {self.policy.window_s:g} s (SAGEMAKER_RESTART_WINDOW_SECONDS) "
+                    f"are used up: exiting with status {restarts.GAVE_UP} so the platform "
+                    "replaces the instance"
+                )
                 return restarts.GAVE_UP
             self.restarts.append(now)
             _log(
@@ -81,16 +86,6 @@ class Supervisor:
                 f"{len(self.restarts)}, at most {self.policy.max_restarts} within "
                 f"{self.policy.window_s:g} s)"
             )
-
-    def _giving_up(self, cause: str) -> str:
-        if not self.policy.enabled:
-            return f"{cause}; PROCESS_AUTO_RECOVERY is off, exiting with status {restarts.GAVE_UP}"
-        return (
-            f"{cause}; it was restarted {self.policy.max_restarts} times within "
-            f"{self.policy.window_s:g} s (PROCESS_MAX_START_RETRIES, "
-            f"SAGEMAKER_RESTART_WINDOW_SECONDS), so it is not started again: exiting with status "
-            f"{restarts.GAVE_UP} so the platform replaces the instance"
-        )
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = {**self.env, RESTARTS_VAR: str(len(self.restarts))}
@@ -109,6 +104,7 @@ class Supervisor:
         Stop signals go on to it, and past the stop deadline the group is killed."""
         killed = False
         while True:
+            info: signal.struct_siginfo | None
             if self.stop_deadline is None or killed:
                 info = signal.sigwaitinfo(WATCHED)
             else:
@@ -153,7 +149,7 @@ class Supervisor:
 def _reap() -> list[tuple[int, int]]:
     """Every child that has exited (vLLM's server, and what it left behind), with its
     returncode."""
-    reaped = []
+    reaped: list[tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)

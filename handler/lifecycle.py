@@ -58,7 +58,12 @@ class StopRequests:
         status stands)."""
         if self.requested:
             return
-        logger.error("%s; exiting with status %d so the instance is replaced", why, FAILED)
+        logger.error(
+            "%s; exiting with status %d (serve starts vLLM again, or the platform replaces the "
+            "instance)",
+            why,
+            FAILED,
+        )
         os._exit(FAILED)
 
 

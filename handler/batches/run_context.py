@@ -57,6 +57,9 @@ class Runtime:
             self.pipeline.app, self.scope, method, path, b"", self.headers, asyncio.Event()
         )
 
+    async def engine_healthy(self) -> bool:
+        return await asgi_call.engine_healthy(self.pipeline.app, self.scope, self.headers)
+
 
 def stop_when_due(batch: Batch, stop: Stop) -> None:
     """Stop the run when the batch is being cancelled or its window has passed."""

@@ -133,8 +133,7 @@ class LineRunner:
                 break
             if self.runtime.stops.requested:
                 raise RunEnded("the server is stopping; the batch resumes at the next start")
-            health = await self.runtime.call("GET", "/health")
-            if health.status != 200:
+            if not await self.runtime.engine_healthy():
                 raise RunEnded("the engine is not healthy; the batch resumes when it is")
             if attempt < RETRIES:
                 await asyncio.sleep(RETRY_DELAY_S)

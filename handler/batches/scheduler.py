@@ -67,7 +67,7 @@ class Scheduler:
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
 
     async def _engine_ready(self) -> bool:
-        return (await self.runtime.call("GET", "/health")).status == 200
+        return await self.runtime.engine_healthy()
 
     async def _run(self, claim: Claim) -> None:
         label = _label(claim)

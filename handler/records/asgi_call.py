@@ -100,3 +100,10 @@ async def call(
     reply = Reply()
     await dispatch(app, scope, method, path, body, headers, reply.collect, disconnected)
     return reply
+
+
+async def engine_healthy(app: ASGIApp, scope: Scope, headers: Headers | None = None) -> bool:
+    """vLLM's `/health` answers 200: its engine is alive. The route only reads the engine
+    client's state, so it never waits for inference."""
+    reply = await call(app, scope, "GET", "/health", b"", headers or [], asyncio.Event())
+    return reply.status == 200

@@ -18,10 +18,12 @@ from vllm_sagemaker.handler.records.minibatch import Stop
 
 @dataclass
 class Tally:
-    """Records answered, records that failed, kinds and routes seen, tokens used."""
+    """Records answered, records that failed (and of those, with a server error), kinds and
+    routes seen, tokens used."""
 
     records: int = 0
     failed: int = 0
+    server_errors: int = 0
     kinds: set[str] = field(default_factory=set)
     routes: set[str] = field(default_factory=set)
     prompt_tokens: int = 0
@@ -32,6 +34,8 @@ class Tally:
         self.records += 1
         if status >= 400:
             self.failed += 1
+        if status >= 500:
+            self.server_errors += 1
         if target is not None:
             self.kinds.add(target.kind)
             self.routes.add(target.route)

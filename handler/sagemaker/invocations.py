@@ -7,6 +7,10 @@ makes that adapter answer every record. Batch-marked invocations (`priority=batc
 batch window beside live traffic: when it has no room for HOLD_S seconds they are answered 429
 with Retry-After, and their records take the window's slots. On an async endpoint every answer
 is whole, with Content-Length, as SageMaker's async path requires. Each invocation logs one line.
+
+A multi-record body whose records failed because the engine died under it is not answered as if
+it had finished: its streamed answer is cut off (the caller sees the call fail and SageMaker
+sends the mini-batch again once `serve` has restarted vLLM), or, not streamed yet, it gets 503.
 """
 
 import asyncio
@@ -53,11 +57,25 @@ ASYNC_REQUESTS = "requests to an async endpoint (SAGEMAKER_ASYNC_INFERENCE=true)
 # well inside SageMaker's 60 s limit, and short enough that the caller's window adapts quickly.
 HOLD_S = 2.0
 RETRY_AFTER_S = 1
+ENGINE_DIED = RequestError(
+    503,
+    "the engine died while this request ran; it is being restarted: send the request again",
+    "engine_unavailable",
+)
 THROTTLED = RequestError(
     429,
     "live traffic has the engine: batch work is throttled; retry after the Retry-After seconds",
     "rate_limit_exceeded",
 )
+
+
+class CutOff(Exception):
+    """A streamed answer that must not end as if whole: raised out of the app so the server
+    closes the connection without the body's last chunk, and the caller sees the call fail."""
+
+    def __init__(self, error: RequestError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 class Invocations:
@@ -93,7 +111,11 @@ class Invocations:
             status = await self._invoke(context, receive, send, echo)
         except ClientGone:
             status = CLIENT_GONE.status
-        logger.info(_log_line(context, status, (time.perf_counter() - started) * 1000))
+        except CutOff as cut:
+            logger.error("invocation %s cut off: %s", request_id, cut.error.message)
+            logger.info(_log_line(context, cut.error.status, _ms_since(started)))
+            raise
+        logger.info(_log_line(context, status, _ms_since(started)))
 
     async def _invoke(
         self, context: RecordContext, receive: Receive, send: Send, echo: asgi_call.Headers
@@ -175,6 +197,13 @@ class Invocations:
             await minibatch.answer_in_order(len(records), answer, slots, context.stop, emit)
         finally:
             deadline.cancel()
+        if context.tally.server_errors and not await asgi_call.engine_healthy(
+            self.pipeline.app, context.scope
+        ):
+            if buffered is None:
+                raise CutOff(ENGINE_DIED)
+            await respond_error(send, ENGINE_DIED, echo)
+            return ENGINE_DIED.status
         if buffered is not None:
             await respond(send, 200, b"".join(buffered), JSON_LINES, echo)
         else:
@@ -226,6 +255,10 @@ class Invocations:
         await self.pipeline.dispatch(context, target, context.request_id, forward)
         context.tally.count(target, status, usage_chunk)
         return status
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _log_line(context: RecordContext, status: int, ms: float) -> str:
