@@ -71,7 +71,8 @@ def main() -> None:
         env = {"SAGEMAKER_BATCH_STORE": str(root / "store")}
         with servers.running({"files": model_factory.embedder_path()}, root, {"files": env}) as up:
             server = up["files"]
-            process = psutil.Process(server.process.pid)
+            # vLLM's API server, the child `serve` supervises.
+            [process] = psutil.Process(server.process.pid).children()
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", timeout=600)
             client.files.list()
             idle = rss(process)

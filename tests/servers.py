@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from tests import processes, waiting
 
@@ -169,6 +170,23 @@ class Server:
                 return False
 
         waiting.until(ready, timeout, lambda: f"{self.name} not ready:\n" + self.log_tail(), 1)
+
+    def family(self) -> list[psutil.Process]:
+        """`serve` and every process under it: vLLM's server, its engine core and their own."""
+        serve = psutil.Process(self.process.pid)
+        return [serve, *serve.children(recursive=True)]
+
+    def engine_core(self, timeout: float = START_TIMEOUT_S) -> psutil.Process:
+        """vLLM's engine core process, once it runs (fails after `timeout`)."""
+
+        def found() -> psutil.Process | None:
+            with contextlib.suppress(psutil.Error):
+                for process in self.family():
+                    if "EngineCore" in " ".join(process.cmdline()):
+                        return process
+            return None
+
+        return waiting.until(found, timeout, f"{self.name} has no engine core")
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as SageMaker sends it; SIGKILL the group if it outlives `timeout`."""

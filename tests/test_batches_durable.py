@@ -11,6 +11,7 @@ answered, as error lines), the next ones fill the window and wait in the frozen 
 else can move until the test acts."""
 
 import contextlib
+import json
 import sqlite3
 import subprocess
 import threading
@@ -22,7 +23,7 @@ import httpx
 import openai
 import pytest
 
-from tests import cli, processes, servers, waiting
+from tests import cli, processes, reaper, servers, waiting
 from tests.json_lines import parse_lines
 from tests.test_batches_api import (
     chat_line,
@@ -60,6 +61,8 @@ class Restartable:
             SAGEMAKER_BATCH_STORE=str(self.store),
             SAGEMAKER_BATCH_MAX_INFLIGHT=str(IN_FLIGHT),
             VLLM_SERVER_DEV_MODE="1",
+            # The last test kills the engine twice: once restarted, once past the limit.
+            PROCESS_MAX_START_RETRIES="1",
         )
         server.wait_ready()
         return server
@@ -275,3 +278,71 @@ def test_the_runner_waits_out_429s_and_answers_every_line_once(
     assert [line["custom_id"] for line in answers] == [f"r{i}" for i in range(30)]
     assert all(line["response"]["status_code"] == 200 for line in answers)
     assert_each_line_once(client(server), batch_id, 40)
+
+
+def ping_fails(server: servers.Server) -> bool:
+    try:
+        return httpx.get(server.url + "/ping", timeout=10).status_code != 200
+    except httpx.HTTPError:
+        return True
+
+
+def in_flight(server: servers.Server, body: bytes) -> tuple[threading.Thread, list[object]]:
+    """One /invocations call on a thread; its outcome (the status, or the exception the client
+    raised reading the answer) lands in the list."""
+    outcome: list[object] = []
+
+    def send() -> None:
+        try:
+            outcome.append(httpx.post(server.url + "/invocations", content=body, timeout=300))
+        except httpx.HTTPError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropped(
+    durable: Restartable,
+) -> None:
+    """kill -9 of the engine core mid-batch: `serve` (the same process) kills what is left of
+    vLLM and starts it again; /ping fails, then answers 200; nothing of the old server is left;
+    a chat succeeds; the batch finishes with every custom_id once; /metrics counts the restart.
+    Then a real-time request and a mini-batch wait in the frozen engine and the engine core is
+    killed again, with nobody pinging: the request gets a 5xx, the mini-batch's answer is cut
+    off (both are sent again by SageMaker), and the death is past PROCESS_MAX_START_RETRIES=1, so
+    `serve` exits 1 with nothing left running."""
+    server, batch_id = stopped_mid_batch(durable, 100)
+    old = server.family()
+    server.engine_core().kill()
+    waiting.until(lambda: ping_fails(server), 120, "/ping kept answering 200")
+    server.wait_ready()
+    assert [p.pid for p in old[1:] if p.is_running()] == []
+    assert old[0].is_running(), "the same serve process restarted vLLM"
+    chat = client(server).chat.completions.create(
+        model=server.model, messages=[{"role": "user", "content": "hi"}], max_tokens=3
+    )
+    assert chat.choices[0].message.content is not None
+    assert_each_line_once(client(server), batch_id, 100, refused=REFUSED)
+    assert server.metric("vllm_sagemaker:server_restarts") == 1
+    log = server.log_path.read_text()
+    assert log.count("serve: vLLM exited with status 1; its processes are gone; starting it") == 1
+
+    server.pause()
+    live, live_outcome = in_flight(server, json.dumps(LIVE).encode())
+    records = jsonl([LIVE, LIVE])
+    mini_batch, mini_batch_outcome = in_flight(server, records)
+    waiting.until(lambda: server.in_engine() >= 3, 120, "the requests never reached the engine")
+    family = server.family()
+    server.engine_core().kill()
+    live.join()
+    mini_batch.join()
+    [answer] = live_outcome
+    assert isinstance(answer, httpx.Response) and answer.status_code >= 500, answer
+    [cut] = mini_batch_outcome
+    assert isinstance(cut, httpx.RemoteProtocolError), cut
+    assert server.process.wait(timeout=300) == 1
+    assert reaper.session_members(server.process.pid) == []
+    assert not [p for p in family if p.is_running()]
+    assert "PROCESS_MAX_START_RETRIES allows within 3600 s" in server.log_path.read_text()

@@ -15,7 +15,7 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 # Variables of ours by name: SageMaker's, the AWS images', MHCS's and the vLLM ones we set.
-OURS = re.compile(r"^(?:SAGEMAKER|SM|STANDARD|CUSTOM|VLLM|HF)_[A-Z0-9_]*[A-Z0-9]$")
+OURS = re.compile(r"^(?:SAGEMAKER|SM|STANDARD|CUSTOM|PROCESS|VLLM|HF)_[A-Z0-9_]*[A-Z0-9]$")
 ENV_NAMES = {"env", "environ"}
 # vLLM's own options pass through as SM_VLLM_<NAME>: one rule row, not a row each.
 PASS_THROUGH = "SM_VLLM_"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
+import psutil
 import openai
 import pytest
 from openai.types import Batch
@@ -120,10 +121,16 @@ def chunk_owners(batch_id: str) -> set[str]:
 
 
 def replica_of(owner: str, replicas: list[Server]) -> Server:
-    """The replica a runner id (host/pid/nonce) names: its API server is the `serve` process,
-    which execs vLLM."""
+    """The replica a runner id (host/pid/nonce) names: its API server is vLLM's server, a
+    process under `serve` (a replica that was killed names nothing)."""
     pid = int(owner.split("/")[1])
-    return next(replica for replica in replicas if replica.process.pid == pid)
+
+    def runs(replica: Server) -> bool:
+        with contextlib.suppress(psutil.Error):
+            return pid in {process.pid for process in replica.family()}
+        return False
+
+    return next(replica for replica in replicas if runs(replica))
 
 
 def first_lines(batch_id: str) -> list[int]:
