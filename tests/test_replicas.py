@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
-import psutil
 import openai
+import psutil
 import pytest
 from openai.types import Batch
 
