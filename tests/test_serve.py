@@ -164,6 +164,7 @@ def test_a_clean_exit_of_vllm_is_not_restarted(disposable: dict[str, servers.Ser
     it instead of starting it again."""
     server = disposable["clean"]
     [vllm] = psutil.Process(server.process.pid).children()
+    assert "vllm_cli" in " ".join(vllm.cmdline())
     family = server.family()
     vllm.terminate()
     assert server.process.wait(timeout=120) == 0

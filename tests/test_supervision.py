@@ -5,6 +5,7 @@ being started again stops `serve` at once. No test waits for a model to load: ea
 as the process it needs exists. (A dead engine restarted in place, with a batch that finishes
 and requests in flight that fail, is in tests/test_batches_durable.py, on its server.)"""
 
+import contextlib
 import signal
 from pathlib import Path
 
@@ -18,11 +19,15 @@ TIMEOUT_S = 300
 
 
 def vllm_server(server: servers.Server, other_than: int | None = None) -> psutil.Process:
-    """vLLM's server, `serve`'s child, once it runs (one other than `other_than`)."""
+    """vLLM's server, `serve`'s child, once it runs (one other than `other_than`). An orphaned
+    engine core is `serve`'s child too, until it is gone."""
 
     def found() -> psutil.Process | None:
-        children = psutil.Process(server.process.pid).children()
-        return next((child for child in children if child.pid != other_than), None)
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(server.process.pid).children():
+                if child.pid != other_than and "vllm_cli" in " ".join(child.cmdline()):
+                    return child
+        return None
 
     return waiting.until(found, TIMEOUT_S, f"{server.name} started no vLLM server")
 
