@@ -61,8 +61,11 @@ class Restartable:
             SAGEMAKER_BATCH_STORE=str(self.store),
             SAGEMAKER_BATCH_MAX_INFLIGHT=str(IN_FLIGHT),
             VLLM_SERVER_DEV_MODE="1",
-            # The last test kills the engine twice: once restarted, once past the limit.
+            # The last test kills the engine twice: once restarted, once past the limit. It
+            # sees requests inside vLLM's routes on vLLM's /load (a frozen engine publishes no
+            # counts).
             PROCESS_MAX_START_RETRIES="1",
+            SM_VLLM_ENABLE_SERVER_LOAD_TRACKING="true",
         )
         server.wait_ready()
         return server
@@ -287,6 +290,11 @@ def ping_fails(server: servers.Server) -> bool:
         return True
 
 
+def in_vllm(server: servers.Server) -> int:
+    """Requests inside vLLM's inference routes now (vLLM's server load tracking)."""
+    return httpx.get(server.url + "/load", timeout=60).json()["server_load"]
+
+
 def in_flight(server: servers.Server, body: bytes) -> tuple[threading.Thread, list[object]]:
     """One /invocations call on a thread; its outcome (the status, or the exception the client
     raised reading the answer) lands in the list."""
@@ -333,7 +341,7 @@ def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropp
     live, live_outcome = in_flight(server, json.dumps(LIVE).encode())
     records = jsonl([LIVE, LIVE])
     mini_batch, mini_batch_outcome = in_flight(server, records)
-    waiting.until(lambda: server.in_engine() >= 3, 120, "the requests never reached the engine")
+    waiting.until(lambda: in_vllm(server) >= 3, 120, "the requests never reached vLLM's routes")
     family = server.family()
     server.engine_core().kill()
     live.join()

@@ -156,7 +156,7 @@ def test_sigterm_stops_the_server_and_its_engine(disposable: dict[str, servers.S
     assert server.process.wait(timeout=30) == 0, "a requested stop is a clean exit"
     _, alive = psutil.wait_procs(family, timeout=30)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-    assert "serve: SIGTERM: stopping vLLM" in server.log_tail()
+    assert "serve: SIGTERM: stopping vLLM" in server.log_path.read_text()
 
 
 def test_a_clean_exit_of_vllm_is_not_restarted(disposable: dict[str, servers.Server]) -> None:
