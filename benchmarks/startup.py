@@ -4,8 +4,10 @@ the exec of vLLM, side by side with another revision of this repository (`--befo
 SageMaker starts `serve` on every cold start and every engine restart, and a laptop user runs
 `vllm-sagemaker` for every deploy command, so what they load before doing anything is paid each
 time. Each run is a fresh interpreter; `serve`'s exec of vLLM is replaced by an exit, so the time
-is spawn -> exec. The older revision runs from a git worktree with its own entry points (read
-from its pyproject.toml) and this venv's packages.
+is spawn -> exec (or, when `serve` supervises vLLM, spawn -> the start of vLLM's process). The
+time from `serve` to vLLM answering, and to vLLM answering again after its engine died, is
+`benchmarks/restart.py`'s. The older revision runs from a git worktree with its own entry
+points (read from its pyproject.toml) and this venv's packages.
 
     .venv/bin/python -m benchmarks.startup [--runs 20] [--before a4ac411]
 """
@@ -24,15 +26,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Replaces the exec of vLLM with a report of what `serve` loaded, then exits.
+# Replaces the exec of vLLM (and the start of its process, when `serve` supervises it) with a
+# report of what `serve` loaded, then exits.
 STOP_AT_EXEC = """
-import json, os, sys
-def _stop(*args):
+import json, os, subprocess, sys
+def _stop(*args, **kwargs):
     heavy = sorted({m.split('.')[0] for m in sys.modules} & {'boto3', 'httpx', 'tqdm', 'starlette'})
     print(json.dumps({'modules': len(sys.modules), 'heavy': heavy}))
     sys.stdout.flush()
     os._exit(0)
 os.execve = _stop
+subprocess.Popen = _stop
 """
 
 
