@@ -206,23 +206,27 @@ class ServerBatch:
 
 
 class ClientBatch:
-    """Plain vLLM's batch: a client keeping `inflight` 32-token chats at priority 10."""
+    """Plain vLLM's batch: a client sending 32-token chats at priority 10, at most `inflight` at
+    a time: back to back (`pace` None), or `pace` lines a second (open loop, so it drives the
+    batch throughput another server reached, as far as vLLM keeps up)."""
 
     def __init__(self, url: str, inflight: int) -> None:
         self.url, self.inflight = url, inflight
+        self.pace: float | None = None
         self.done = 0
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
 
-    async def _worker(self, client: httpx.AsyncClient, number: int) -> None:
+    async def _line(self, client: httpx.AsyncClient, number: int) -> None:
+        """One line, sent until it is answered or the batch stops."""
+        body = {
+            "model": "chat",
+            "messages": [{"role": "user", "content": f"Tell me about number {number}"}],
+            "max_tokens": BATCH_TOKENS,
+            "min_tokens": BATCH_TOKENS,
+            "priority": BATCH_PRIORITY,
+        }
         while not self._stopping.is_set():
-            body = {
-                "model": "chat",
-                "messages": [{"role": "user", "content": f"Tell me about number {number}"}],
-                "max_tokens": BATCH_TOKENS,
-                "min_tokens": BATCH_TOKENS,
-                "priority": BATCH_PRIORITY,
-            }
             try:
                 reply = await client.post("/v1/chat/completions", json=body)
             except httpx.TransportError:
@@ -230,11 +234,42 @@ class ClientBatch:
                 continue
             if reply.status_code == 200:
                 self.done += 1
+            return
+
+    async def _back_to_back(self, client: httpx.AsyncClient, number: int) -> None:
+        while not self._stopping.is_set():
+            await self._line(client, number)
+
+    async def _paced(self, client: httpx.AsyncClient, pace: float) -> None:
+        slots = asyncio.Semaphore(self.inflight)
+        running: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+
+        async def one(number: int) -> None:
+            try:
+                await self._line(client, number)
+            finally:
+                slots.release()
+
+        number = 0
+        while not self._stopping.is_set():
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due += 1 / pace
+            await slots.acquire()
+            task = asyncio.create_task(one(number))
+            running.add(task)
+            task.add_done_callback(running.discard)
+            number += 1
+        await asyncio.gather(*running)
 
     async def _run(self) -> None:
         limits = httpx.Limits(max_connections=self.inflight)
         async with httpx.AsyncClient(base_url=self.url, timeout=600, limits=limits) as client:
-            await asyncio.gather(*(self._worker(client, n) for n in range(self.inflight)))
+            if self.pace is not None:
+                await self._paced(client, self.pace)
+                return
+            await asyncio.gather(*(self._back_to_back(client, n) for n in range(self.inflight)))
 
     def start(self) -> None:
         self._stopping.clear()
@@ -389,6 +424,16 @@ def plot(path: Path, rows: list[Row]) -> None:
     print(f"plot: {path}")
 
 
+def client_pace(asked: str, rows: list[Row], rate: float) -> float | None:
+    """Lines/s for plain vLLM's batch client (None: back to back)."""
+    if asked == "max":
+        return None
+    if asked != "match":
+        return float(asked)
+    ours = [r.lines_s for r in rows if r.rate == rate and r.phase == "steady" and r.lines_s]
+    return round(ours[0], 1) if ours else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", default="864584e", help="the revision to compare with")
@@ -401,6 +446,12 @@ def main() -> None:
     parser.add_argument("--alone-seconds", type=float, default=12.0)
     parser.add_argument("--seconds", type=float, default=30.0, help="live traffic per phase")
     parser.add_argument("--vllm-inflight", type=int, default=256)
+    parser.add_argument(
+        "--vllm-pace",
+        default="match",
+        help="plain vLLM's batch client, lines/s: 'match' (what the first of our servers kept "
+        "beside live traffic at the same rate, steady phase), 'max' (back to back) or a number",
+    )
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
     with contextlib.suppress(PermissionError):
@@ -437,6 +488,9 @@ def main() -> None:
 
             with runs() as (url, path, batch):
                 for rate in args.rates:
+                    if isinstance(batch, ClientBatch):
+                        batch.pace = client_pace(args.vllm_pace, rows, rate)
+                        print(f"plain vLLM's batch client at {batch.pace or 'max'} lines/s")
                     found = phases(name, url, path, batch, rate, args)
                     report(found)
                     rows += found

@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,6 +75,46 @@ def test_no_model_fails_with_one_clear_message(tmp_path: Path) -> None:
     for source in ("SM_VLLM_MODEL", "/opt/ml/model", "HF_MODEL_ID"):
         assert source in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# `serve` with vLLM's start replaced by a line saying how it would have started it.
+HOW_IT_STARTS = """
+import os, sys
+from vllm_sagemaker.container import serve, supervisor
+os.execve = lambda *args: (print("exec", flush=True), os._exit(0))
+supervisor.Supervisor.run = lambda self: print("supervised", self.policy.max_restarts) or 0
+sys.exit(serve.main([]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "started"),
+    [
+        ({}, "supervised 3"),
+        ({"PROCESS_MAX_START_RETRIES": "0"}, "supervised 0"),
+        ({"PROCESS_AUTO_RECOVERY": "false"}, "exec"),
+    ],
+)
+def test_auto_recovery_decides_whether_serve_supervises_or_execs(
+    env: dict[str, str], started: str
+) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SM_VLLM_", "PROCESS_"))}
+    result = processes.run(
+        [sys.executable, "-c", HOW_IT_STARTS],
+        env={**clean, "SM_VLLM_MODEL": "/m", **env},
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [started]
+
+
+def test_a_bad_restart_setting_stops_serve_with_one_line() -> None:
+    result = run_serve("serve", SM_VLLM_MODEL="/m", PROCESS_MAX_START_RETRIES="101")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "serve: PROCESS_MAX_START_RETRIES must be a whole number from 0 to 100, got '101'"
+    )
 
 
 def test_chat_model_answers(chat_server: servers.Server) -> None:
