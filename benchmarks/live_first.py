@@ -412,15 +412,19 @@ def our_server(name: str, model: Path, root: Path, tree: Path | None) -> Iterato
 
 def plot(path: Path, rows: list[Row]) -> None:
     points = [
-        Point(f"{r.server}, {r.phase}", (r.kept or 0) * 100, r.first.p95 * 1000, f"{r.rate:g}/s")
+        Point(f"{r.server}, {r.phase}", r.lines_s, r.first.p95 * 1000, f"{r.rate:g}/s")
         for r in rows
-        if r.kept is not None
+        if r.lines_s is not None
     ]
     command = "python -m benchmarks.live_first " + shlex.join(sys.argv[1:])
-    title = "Live first-token p95 against the batch throughput kept (a point per phase, rate)"
+    title = (
+        "Live first-token p95 against the batch's throughput beside it (a point per phase, rate)"
+    )
     notes = [command, f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(scatter(points, title, "batch throughput kept, %", "first token p95 ms", notes))
+    path.write_text(
+        scatter(points, title, "batch lines/s beside live traffic", "first token p95 ms", notes)
+    )
     print(f"plot: {path}")
 
 
