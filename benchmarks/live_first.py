@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +141,8 @@ class LiveTraffic:
     seed: int = 7
     first: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
-    failures: int = 0
+    # Statuses of the answers that were not 200, and how many of each.
+    failures: Counter[int] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -155,7 +157,7 @@ class LiveTraffic:
             self.first.append(stamps.first_byte - stamps.sent)
             self.total.append(stamps.done - stamps.sent)
         else:
-            self.failures += 1
+            self.failures[stamps.status] += 1
 
     def _drive(self) -> None:
         while not self._stop.wait(self._random.expovariate(self.rate)):
@@ -295,6 +297,8 @@ class Row:
     rate: float
     first: Tail
     total: Tail
+    # Live answers that were not 200, by status (the tails count only the 200s).
+    failures: Counter[int]
     # The batch's lines/s beside live traffic, and alone (None for the idle phase).
     lines_s: float | None = None
     alone_s: float | None = None
@@ -317,7 +321,7 @@ def phases(
     """Idle, transient and steady at one live rate."""
     with LiveTraffic(url, path, rate) as idle:
         time.sleep(args.idle_seconds)
-    rows = [Row(name, "idle", rate, Tail.of(idle.first), Tail.of(idle.total))]
+    rows = [Row(name, "idle", rate, Tail.of(idle.first), Tail.of(idle.total), idle.failures)]
     batch.start()
     try:
         waiting.until(lambda: batch.answered() > 0, 600, "the batch never started", 0.2)
@@ -326,14 +330,36 @@ def phases(
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(Row(name, "transient", rate, Tail.of(live.first), Tail.of(live.total), kept, alone))
+    rows.append(
+        Row(
+            name,
+            "transient",
+            rate,
+            Tail.of(live.first),
+            Tail.of(live.total),
+            live.failures,
+            kept,
+            alone,
+        )
+    )
     batch.start()
     try:
         with LiveTraffic(url, path, rate) as live:
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(Row(name, "steady", rate, Tail.of(live.first), Tail.of(live.total), kept, alone))
+    rows.append(
+        Row(
+            name,
+            "steady",
+            rate,
+            Tail.of(live.first),
+            Tail.of(live.total),
+            live.failures,
+            kept,
+            alone,
+        )
+    )
     return rows
 
 
@@ -345,6 +371,7 @@ def report(rows: list[Row]) -> None:
     print(
         f"{'server':9} {'phase':9} {'live/s':>6} {'n':>4} | first token ms: {'p50':>5} {'p95':>7} "
         f"{'p99':>7} | total ms: {'p50':>4} {'p95':>7} {'p99':>7} | x idle p50 p95 | batch lines/s"
+        " | not 200"
     )
     idle = {(r.server, r.rate): r for r in rows if r.phase == "idle"}
     for row in rows:
@@ -352,10 +379,12 @@ def report(rows: list[Row]) -> None:
         kept = (
             "" if row.kept is None else f"{row.lines_s:5.0f} of {row.alone_s:4.0f} {row.kept:4.0%}"
         )
+        failed = " ".join(f"{status}: {n}" for status, n in sorted(row.failures.items()))
         print(
             f"{row.server:9} {row.phase:9} {row.rate:6.1f} {row.first.count:4d} | "
             f"{ms(row.first):>31} | {ms(row.total):>26} | "
-            f"{row.first.p50 / base.p50:5.2f} {row.first.p95 / base.p95:5.2f} | {kept}",
+            f"{row.first.p50 / base.p50:5.2f} {row.first.p95 / base.p95:5.2f} | {kept:17} | "
+            f"{failed}",
             flush=True,
         )
 
