@@ -303,6 +303,19 @@ class Row:
     lines_s: float | None = None
     alone_s: float | None = None
 
+    @classmethod
+    def of(
+        cls,
+        server: str,
+        phase: str,
+        rate: float,
+        live: LiveTraffic,
+        lines_s: float | None = None,
+        alone_s: float | None = None,
+    ) -> "Row":
+        first, total = Tail.of(live.first), Tail.of(live.total)
+        return cls(server, phase, rate, first, total, live.failures, lines_s, alone_s)
+
     @property
     def kept(self) -> float | None:
         return None if self.lines_s is None or not self.alone_s else self.lines_s / self.alone_s
@@ -321,7 +334,7 @@ def phases(
     """Idle, transient and steady at one live rate."""
     with LiveTraffic(url, path, rate) as idle:
         time.sleep(args.idle_seconds)
-    rows = [Row(name, "idle", rate, Tail.of(idle.first), Tail.of(idle.total), idle.failures)]
+    rows = [Row.of(name, "idle", rate, idle)]
     batch.start()
     try:
         waiting.until(lambda: batch.answered() > 0, 600, "the batch never started", 0.2)
@@ -330,36 +343,14 @@ def phases(
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(
-        Row(
-            name,
-            "transient",
-            rate,
-            Tail.of(live.first),
-            Tail.of(live.total),
-            live.failures,
-            kept,
-            alone,
-        )
-    )
+    rows.append(Row.of(name, "transient", rate, live, kept, alone))
     batch.start()
     try:
         with LiveTraffic(url, path, rate) as live:
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(
-        Row(
-            name,
-            "steady",
-            rate,
-            Tail.of(live.first),
-            Tail.of(live.total),
-            live.failures,
-            kept,
-            alone,
-        )
-    )
+    rows.append(Row.of(name, "steady", rate, live, kept, alone))
     return rows
 
 
