@@ -37,12 +37,11 @@ def _log(message: str) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Some process of the group is left (a zombie not yet reaped counts)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -66,6 +65,7 @@ class Supervisor:
         while True:
             server = self._start()
             returncode = self._wait(server.pid)
+            # Reaped here (with every orphan), so Popen must never wait for it itself.
             server.returncode = returncode
             self._end_group(server.pid)
             if self.stop_deadline is not None or returncode == 0:

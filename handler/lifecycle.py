@@ -11,12 +11,11 @@ engine that is found dead, without one is a failure and the process exits with s
 
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import FrameType
 
 from prometheus_client import Gauge
 
-from vllm_sagemaker.handler.core.env import RESTARTS_VAR, whole_number
 from vllm_sagemaker.handler.logs import logger
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -65,8 +64,3 @@ class StopRequests:
             FAILED,
         )
         os._exit(FAILED)
-
-
-def publish_restarts(env: Mapping[str, str]) -> None:
-    """Put on /metrics how many times `serve` has restarted this server's vLLM."""
-    RESTARTS.set(whole_number(env, RESTARTS_VAR) or 0)

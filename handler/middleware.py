@@ -10,8 +10,6 @@ batches yield to them. Every non-health route is guarded by the API key when one
 bodies over the payload limit get 413, and everything else goes to vLLM untouched.
 """
 
-import os
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vllm_sagemaker.handler.batches import admission
@@ -21,7 +19,7 @@ from vllm_sagemaker.handler.core import kinds
 from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.routing import custom_attributes, is_batch_work
-from vllm_sagemaker.handler.lifecycle import StopRequests, publish_restarts
+from vllm_sagemaker.handler.lifecycle import RESTARTS, StopRequests
 from vllm_sagemaker.handler.logs import logger
 from vllm_sagemaker.handler.records.messages import header, respond, respond_error, too_large
 from vllm_sagemaker.handler.records.pipeline import Pipeline
@@ -58,7 +56,7 @@ class SageMakerMiddleware:
         self.invocations = Invocations(self.config, pipeline, self.window)
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)
         self.stops = StopRequests()
-        publish_restarts(os.environ)
+        RESTARTS.set(self.config.server_restarts)
         self.ping = Ping(app, self.stops)
         self.custom = custom_code.Replaced()
         self.batch_api = batch_routes.BatchRoutes(

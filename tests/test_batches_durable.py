@@ -10,8 +10,6 @@ however fast: the batch's first lines are ones the server refuses without the en
 answered, as error lines), the next ones fill the window and wait in the frozen engine, and nothing
 else can move until the test acts."""
 
-import contextlib
-import json
 import sqlite3
 import subprocess
 import threading
@@ -176,17 +174,24 @@ LIVE = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 REFUSED_LIVE = {**LIVE, "max_tokens": 99999}
 
 
-def live_request(server: servers.Server, body: dict) -> threading.Thread:
-    """One real-time request through /invocations, on a thread (it waits while the engine is
-    frozen; what it answers does not matter here)."""
+def live_request(
+    server: servers.Server, body: dict | bytes
+) -> tuple[threading.Thread, list[httpx.Response | httpx.HTTPError]]:
+    """One real-time call of /invocations (a JSON body, or raw bytes such as JSON Lines) on a
+    thread: it waits while the engine is frozen. Its outcome, the answer or the error the client
+    met reading it, lands in the list."""
+    outcome: list[httpx.Response | httpx.HTTPError] = []
+    sent = {"content": body} if isinstance(body, bytes) else {"json": body}
 
     def send() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            httpx.post(server.url + "/invocations", json=body, timeout=300)
+        try:
+            outcome.append(httpx.post(server.url + "/invocations", timeout=300, **sent))
+        except httpx.HTTPError as error:
+            outcome.append(error)
 
     thread = threading.Thread(target=send)
     thread.start()
-    return thread
+    return thread, outcome
 
 
 def wait_metric(server: servers.Server, name: str, at_least: float, timeout: float = 120) -> float:
@@ -222,7 +227,7 @@ def preempt_mid_batch(
     server, batch_id = fill_the_window(durable, count)
     # The counter keeps what earlier tests on this server preempted: wait for this batch's own.
     preempted = server.metric(PREEMPTIONS)
-    live = live_request(server, live_body)
+    live, _ = live_request(server, live_body)
     under_live = admission.Settings(full=IN_FLIGHT).under_live
     wait_metric(server, PREEMPTIONS, preempted + IN_FLIGHT - under_live)
     return batch_id, live
@@ -295,22 +300,6 @@ def in_vllm(server: servers.Server) -> int:
     return httpx.get(server.url + "/load", timeout=60).json()["server_load"]
 
 
-def in_flight(server: servers.Server, body: bytes) -> tuple[threading.Thread, list[object]]:
-    """One /invocations call on a thread; its outcome (the status, or the exception the client
-    raised reading the answer) lands in the list."""
-    outcome: list[object] = []
-
-    def send() -> None:
-        try:
-            outcome.append(httpx.post(server.url + "/invocations", content=body, timeout=300))
-        except httpx.HTTPError as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=send)
-    thread.start()
-    return thread, outcome
-
-
 def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropped(
     durable: Restartable,
 ) -> None:
@@ -338,9 +327,9 @@ def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropp
     assert log.count("serve: vLLM exited with status 1; its processes are gone; starting it") == 1
 
     server.pause()
-    live, live_outcome = in_flight(server, json.dumps(LIVE).encode())
+    live, live_outcome = live_request(server, LIVE)
     records = jsonl([LIVE, LIVE])
-    mini_batch, mini_batch_outcome = in_flight(server, records)
+    mini_batch, mini_batch_outcome = live_request(server, records)
     waiting.until(lambda: in_vllm(server) >= 3, 120, "the requests never reached vLLM's routes")
     family = server.family()
     server.engine_core().kill()

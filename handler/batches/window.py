@@ -133,15 +133,17 @@ class BatchWindow:
             asked = time.monotonic()
             await asyncio.sleep(LAG_EVERY_S)
             now = time.monotonic()
-            late = max(0.0, now - asked - LAG_EVERY_S)
-            self.lag_s += LAG_WEIGHT * (late - self.lag_s)
-            self._update(
-                admission.loop_lag(self.state, self.settings, self.lag_s, self.running, now)
-            )
+            self.note_lag(now - asked - LAG_EVERY_S, now)
         # No batch work left: the next batch starts from the whole window (its own load is
         # what the cap will follow).
         self.lag_s = 0.0
         self._update(dataclasses.replace(self.state, cap=None))
+
+    def note_lag(self, late_s: float, now: float) -> None:
+        """One wake-up of the event loop `late_s` seconds late: into the moving average, and
+        the cap it sets."""
+        self.lag_s += LAG_WEIGHT * (max(0.0, late_s) - self.lag_s)
+        self._update(admission.loop_lag(self.state, self.settings, self.lag_s, self.running, now))
 
     def release(self) -> None:
         self.running -= 1

@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vllm_sagemaker.handler.core import execution_parameters
-from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, seconds
+from vllm_sagemaker.handler.core.env import (
+    RESTARTS_VAR,
+    ConfigError,
+    flag,
+    flag_values,
+    seconds,
+    whole_number,
+)
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
@@ -124,6 +131,8 @@ class Config:
     execution_parameters: ExecutionParameters
     sessions: SessionSettings
     batch_api: BatchApiSettings
+    # How often `serve` has restarted vLLM (it sets RESTARTS_VAR at each start).
+    server_restarts: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
@@ -142,6 +151,7 @@ class Config:
             execution_parameters=execution_parameters.from_env(env),
             sessions=SessionSettings.from_env(env),
             batch_api=BatchApiSettings.from_env(env),
+            server_restarts=whole_number(env, RESTARTS_VAR) or 0,
         )
 
 

@@ -18,7 +18,7 @@ class Ping:
     There is no timeout that answers 503: a ping is slow only when the API server's event loop
     is (`benchmarks/ping_under_load.py`), and a busy server is not a dead one. When the engine is
     dead for good the process exits with status 1 (unless it is already stopping on request),
-    so SageMaker replaces the instance instead of keeping a broken endpoint InService.
+    so `serve` starts vLLM again instead of keeping a broken endpoint InService.
     """
 
     def __init__(self, app: ASGIApp, stops: StopRequests) -> None:
@@ -26,10 +26,9 @@ class Ping:
         self.stops = stops
 
     async def __call__(self, scope: Scope, send: Send) -> None:
-        reply = await asgi_call.call(self.app, scope, "GET", "/health", b"", [], asyncio.Event())
-        status = 200 if reply.status == 200 else 503
-        await respond(send, status, b"", content_type=b"text/plain")
-        if reply.status == 503:
+        healthy = await asgi_call.engine_healthy(self.app, scope)
+        await respond(send, 200 if healthy else 503, b"", content_type=b"text/plain")
+        if not healthy:
             asyncio.get_running_loop().call_later(
                 EXIT_DELAY_S, self.stops.exit_unless_requested, "the engine is dead"
             )
