@@ -120,7 +120,10 @@ def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path
     assert queued["running"] > 0, "the batch lines ended before the engine was frozen"
     assert steps[first]["batch"] == 0, steps[first]
     assert steps[first]["seqs"] == 1, steps[first]
-    assert steps[first + 1]["batch"] == queued["running"], steps[first + 1]
+    # The next step holds the batch again: every sequence that was running keeps its slot
+    # (batch lines still reaching the engine one by one may join it; how many had arrived when
+    # it froze depends on the machine).
+    assert steps[first + 1]["batch"] >= queued["running"], (steps[first + 1], queued)
 
     waiting.until(
         lambda: sdk.batches.retrieve(batch.id).status == "completed", 600, "batch not completed"
