@@ -13,6 +13,7 @@ sequence, and the test fails.
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,8 @@ from vllm_sagemaker.handler.engine.live_first import holds_batch, reserve
 ROOT = Path(__file__).resolve().parent.parent
 LIVE_ID = "live-probe"
 BATCH_LINES = 8
+# Scenarios tried before the test gives up on freezing the engine while batch work is in it.
+ATTEMPTS = 5
 
 
 @pytest.mark.parametrize(
@@ -78,24 +81,29 @@ def noted(directory: Path) -> list[dict[str, Any]]:
     return sorted(found, key=lambda event: event["t"])
 
 
-def added(directory: Path) -> bool:
+def added(directory: Path, live_id: str) -> bool:
     """The engine has queued the live request."""
-    return any(e["event"] == "engine_add" and LIVE_ID in e["id"] for e in noted(directory))
+    return any(e["event"] == "engine_add" and live_id in e["id"] for e in noted(directory))
 
 
-def batch_stepped(directory: Path) -> bool:
-    """The engine has run a step with batch work in it."""
-    return any(e["event"] == "step" and e["batch"] for e in noted(directory))
+def batch_stepped(directory: Path, since: float) -> bool:
+    """The engine has run a step with batch work in it since `since` (the probe notes the
+    machine-wide monotonic clock)."""
+    return any(e["event"] == "step" and e["batch"] and e["t"] > since for e in noted(directory))
 
 
-def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path]) -> None:
-    server, notes = probed
-    sdk = client(server)
+def live_beside_a_batch(
+    server: servers.Server, notes: Path, live_id: str
+) -> tuple[str, dict[str, Any]]:
+    """A batch runs; as soon as the engine steps with it, the engine is frozen, a live request
+    is queued and the engine is let go. The batch's id, and the probe's note of the live
+    request's arrival in the engine."""
+    started = time.monotonic()
     lines = [chat_line(f"r{i}", LONG_TOKENS, min_tokens=LONG_TOKENS) for i in range(BATCH_LINES)]
-    batch = submit(sdk, lines)
+    batch = submit(client(server), lines)
     # The probe's own notes, not /metrics: a scrape took seconds on a busy machine, longer than
-    # the whole batch. A line of LONG_TOKENS tokens runs for that many steps after this.
-    waiting.until(lambda: batch_stepped(notes), 300, "no batch line ran", 0.02)
+    # the whole batch.
+    waiting.until(lambda: batch_stepped(notes, started), 300, "no batch line ran", 0.02)
     answered: list[httpx.Response] = []
     with server.paused():
         live = threading.Thread(
@@ -103,21 +111,38 @@ def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path
                 httpx.post(
                     server.url + "/invocations",
                     json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
-                    headers={"X-Amzn-SageMaker-Inference-Id": LIVE_ID},
+                    headers={"X-Amzn-SageMaker-Inference-Id": live_id},
                     timeout=300,
                 )
             )
         )
         live.start()
-        waiting.until(lambda: added(notes), 120, "the engine never queued the live request")
+        waiting.until(
+            lambda: added(notes, live_id), 120, "the engine never queued the live request"
+        )
     live.join()
     assert answered[0].status_code == 200, answered[0].text
+    arrival = next(e for e in noted(notes) if e["event"] == "engine_add" and live_id in e["id"])
+    return batch.id, arrival
 
-    events = noted(notes)
-    steps = [e for e in events if e["event"] == "step" and e["seqs"]]
-    first = next(i for i, step in enumerate(steps) if any(LIVE_ID in r for r in step["live"]))
-    queued = next(e for e in events if e["event"] == "engine_add" and LIVE_ID in e["id"])
-    assert queued["running"] > 0, "the batch lines ended before the engine was frozen"
+
+def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path]) -> None:
+    """The freeze lands while batch work is in the engine on a machine of any speed, except
+    when the machine stalls for as long as the whole batch (seen: 10-25 s on a 2-core VM): then
+    the scenario runs again with a new batch."""
+    server, notes = probed
+    sdk = client(server)
+    for attempt in range(ATTEMPTS):
+        live_id = f"{LIVE_ID}-{attempt}"
+        batch_id, queued = live_beside_a_batch(server, notes, live_id)
+        # Batch work was in the engine, running or queued, when the live request arrived (vLLM's
+        # own scheduler would put either into the live request's first step).
+        if queued["running"] + queued["waiting_batch"] > 0:
+            break
+    else:
+        pytest.fail(f"the batch had finished before the engine froze, {ATTEMPTS} times")
+    steps = [e for e in noted(notes) if e["event"] == "step" and e["seqs"]]
+    first = next(i for i, step in enumerate(steps) if any(live_id in r for r in step["live"]))
     assert steps[first]["batch"] == 0, steps[first]
     assert steps[first]["seqs"] == 1, steps[first]
     # The next step holds the batch again: every sequence that was running keeps its slot
@@ -126,9 +151,9 @@ def test_live_prefill_runs_without_batch_work(probed: tuple[servers.Server, Path
     assert steps[first + 1]["batch"] >= queued["running"], (steps[first + 1], queued)
 
     waiting.until(
-        lambda: sdk.batches.retrieve(batch.id).status == "completed", 600, "batch not completed"
+        lambda: sdk.batches.retrieve(batch_id).status == "completed", 600, "batch not completed"
     )
-    done = sdk.batches.retrieve(batch.id)
+    done = sdk.batches.retrieve(batch_id)
     assert done.output_file_id is not None
     output = sdk.files.content(done.output_file_id).text.splitlines()
     counts = Counter(json.loads(line)["custom_id"] for line in output)
