@@ -128,7 +128,8 @@ def api_server_count(args: Sequence[str]) -> int:
 
 
 def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
-    """Variables `serve` adds unless the user set them: vLLM waits for its engine as long as
+    """Variables `serve` adds unless the user set them: a fatal signal in any of vLLM's
+    processes prints their Python stacks into the log; vLLM waits for its engine as long as
     SageMaker waits for /ping; idle connections stay open KEEP_ALIVE_S; with LoRA on, adapters
     can be registered at run time (SageMaker's POST /adapters) when there is one API server
     (vLLM refuses runtime adapters with several, since each process would hold its own); a model
@@ -138,6 +139,7 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
     real-time requests have 0). `args` are the server's arguments."""
     model = flag_value(args, "--model") or ""
     added = {
+        "PYTHONFAULTHANDLER": "1",
         "VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S),
         "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(KEEP_ALIVE_S),
     }

@@ -13,6 +13,8 @@ import pytest
 from tests import aws as aws_mock
 from tests import model_factory, servers
 
+pytest_plugins = ["pytester", "tests.server_deaths"]
+
 # The cross-encoder's server requires this key, so auth is tested on a real engine.
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}

@@ -22,6 +22,10 @@ SERVE = str(Path(sys.executable).with_name("serve"))
 START_TIMEOUT_S = 1200
 
 
+# Every server `start` started in this test run, in order (tests/server_deaths.py reads their
+# logs when a test fails).
+STARTED: list["Server"] = []
+
 PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 _handed_out: set[int] = set()
 
@@ -176,17 +180,26 @@ class Server:
         serve = psutil.Process(self.process.pid)
         return [serve, *serve.children(recursive=True)]
 
-    def engine_core(self, timeout: float = START_TIMEOUT_S) -> psutil.Process:
-        """vLLM's engine core process, once it runs (fails after `timeout`)."""
+    def vllm_process(self, title: str, timeout: float = START_TIMEOUT_S) -> psutil.Process:
+        """The process of vLLM's whose title names it (`EngineCore`, `Worker`), once it runs
+        (fails after `timeout`)."""
 
         def found() -> psutil.Process | None:
             with contextlib.suppress(psutil.Error):
                 for process in self.family():
-                    if "EngineCore" in " ".join(process.cmdline()):
+                    if title in " ".join(process.cmdline()):
                         return process
             return None
 
-        return waiting.until(found, timeout, f"{self.name} has no engine core")
+        return waiting.until(found, timeout, f"{self.name} has no {title} process")
+
+    def engine_core(self, timeout: float = START_TIMEOUT_S) -> psutil.Process:
+        """vLLM's engine core process, once it runs (fails after `timeout`)."""
+        return self.vllm_process("EngineCore", timeout)
+
+    def worker(self, timeout: float = START_TIMEOUT_S) -> psutil.Process:
+        """vLLM's CPU worker, the process that runs the model, once it runs."""
+        return self.vllm_process("VLLM::Worker", timeout)
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as SageMaker sends it; SIGKILL the group if it outlives `timeout`."""
@@ -206,7 +219,9 @@ def start(name: str, model: Path | str, log_dir: Path, **env: str) -> Server:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    return Server(name, str(model), port, log_path, process, env)
+    server = Server(name, str(model), port, log_path, process, env)
+    STARTED.append(server)
+    return server
 
 
 @contextlib.contextmanager

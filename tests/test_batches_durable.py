@@ -10,6 +10,7 @@ however fast: the batch's first lines are ones the server refuses without the en
 answered, as error lines), the next ones fill the window and wait in the frozen engine, and nothing
 else can move until the test acts."""
 
+import signal
 import sqlite3
 import subprocess
 import threading
@@ -21,7 +22,7 @@ import httpx
 import openai
 import pytest
 
-from tests import cli, processes, reaper, servers, waiting
+from tests import cli, processes, reaper, server_deaths, servers, waiting
 from tests.json_lines import parse_lines
 from tests.test_batches_api import (
     chat_line,
@@ -303,16 +304,19 @@ def in_vllm(server: servers.Server) -> int:
 def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropped(
     durable: Restartable,
 ) -> None:
-    """kill -9 of the engine core mid-batch: `serve` (the same process) kills what is left of
-    vLLM and starts it again; /ping fails, then answers 200; nothing of the old server is left;
-    a chat succeeds; the batch finishes with every custom_id once; /metrics counts the restart.
+    """The engine's worker dies of SIGILL mid-batch (as it did on AMX hosts, issue 37): its
+    Python stacks and the death are in the log, and the death is what a failing test would be
+    told; `serve` (the same process) kills what is left of vLLM and starts it again; /ping
+    fails, then answers 200; nothing of the old server is left; a chat succeeds; the batch
+    finishes with every custom_id once; /metrics counts the restart.
     Then a real-time request and a mini-batch wait in the frozen engine and the engine core is
     killed again, with nobody pinging: the request gets a 5xx, the mini-batch's answer is cut
     off (both are sent again by SageMaker), and the death is past PROCESS_MAX_START_RETRIES=1, so
     `serve` exits 1 with nothing left running."""
     server, batch_id = stopped_mid_batch(durable, 100)
     old = server.family()
-    server.engine_core().kill()
+    since = server.log_path.stat().st_size
+    server.worker().send_signal(signal.SIGILL)
     waiting.until(lambda: ping_fails(server), 120, "/ping kept answering 200")
     server.wait_ready()
     assert [p.pid for p in old[1:] if p.is_running()] == []
@@ -325,6 +329,10 @@ def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropp
     assert server.metric("vllm_sagemaker:server_restarts") == 1
     log = server.log_path.read_text()
     assert log.count("serve: vLLM exited with status 1; its processes are gone; starting it") == 1
+    death = server.log_path.read_bytes()[since:].decode()
+    assert "Fatal Python error: Illegal instruction" in server_deaths.fault_stack(death)
+    assert "Worker proc VllmWorker-0 died unexpectedly (exit code: -4)" in death
+    assert {d.signal for d in server_deaths.deaths_in(death) if d.crash} == {"SIGILL"}
 
     server.pause()
     live, live_outcome = live_request(server, LIVE)

@@ -231,7 +231,11 @@ def test_load_format(model: str, given: list[str], expected: list[str]) -> None:
 
 
 # What `serve` adds to every server's environment unless the user set it.
-ALWAYS = {"VLLM_ENGINE_READY_TIMEOUT_S": "3600", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75"}
+ALWAYS = {
+    "PYTHONFAULTHANDLER": "1",
+    "VLLM_ENGINE_READY_TIMEOUT_S": "3600",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75",
+}
 
 
 @pytest.mark.parametrize(
@@ -241,10 +245,10 @@ ALWAYS = {"VLLM_ENGINE_READY_TIMEOUT_S": "3600", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE":
         (
             {"VLLM_ENGINE_READY_TIMEOUT_S": "900"},
             "/opt/ml/model",
-            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75"},
+            {"PYTHONFAULTHANDLER": "1", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "75"},
         ),
         (
-            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "5"},
+            {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "5", "PYTHONFAULTHANDLER": ""},
             "/opt/ml/model",
             {"VLLM_ENGINE_READY_TIMEOUT_S": "3600"},
         ),
