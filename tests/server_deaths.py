@@ -3,10 +3,11 @@ loaded by tests/conftest.py).
 
 Every server runs with Python's fault handler on (`serve` sets PYTHONFAULTHANDLER), so a fatal
 signal in any of vLLM's processes prints its stacks into the server's log, and vLLM and `serve`
-log each death of a process. When a test fails, the deaths in the logs of the servers it used
-(and of those started while it ran) since it began are put in front of its failure: a fatal
-signal (SIGILL, SIGSEGV, ...) becomes the failure's headline, every death and the log's tail a
-section of its report. A server that had already exited with a failure says so too.
+log each death of a process. When a test fails, the deaths any server logged since the test
+began (all are read: a test may reach a server through another fixture) are put in front of its
+failure: a fatal signal (SIGILL, SIGSEGV, ...) becomes the failure's headline, every death and
+the log's tail a section of its report. A server the test uses (or started) that had already
+exited with a failure says so too.
 
 Core dumps are off for everything the suite starts: a crashing engine would otherwise write
 gigabytes, or hand them to the machine's crash collector.
@@ -118,13 +119,13 @@ class Explanation:
         return None
 
 
-def explain(server: servers.Server, since: int) -> Explanation | None:
-    """What `server` logged of deaths after byte `since` of its log, and whether it is gone;
-    None when it logged none and has not exited with a failure."""
+def explain(server: servers.Server, since: int, used: bool) -> Explanation | None:
+    """What `server` logged of deaths after byte `since` of its log, and, for a server the test
+    `used`, whether it is gone; None when there is neither."""
     text = server.log_path.read_bytes()[since:].decode(errors="replace")
     deaths = deaths_in(text)
     status = server.process.poll()
-    failed = status if status is not None and status > 0 else None
+    failed = status if used and status is not None and status > 0 else None
     if not deaths and failed is None:
         return None
     parts = [f"{server.name} ({server.log_path}):"]
@@ -170,12 +171,13 @@ def pytest_runtest_makereport(
     marks = item.stash.get(_MARKS, None)
     if not report.failed or marks is None:
         return report
-    used = {id(s): s for s in _servers_of(item)}
-    used.update({id(s): s for s in servers.STARTED if id(s) not in marks})
+    used = {id(s) for s in _servers_of(item)} | {
+        id(s) for s in servers.STARTED if id(s) not in marks
+    }
     explained = [
         found
-        for server in used.values()
-        if (found := explain(server, marks.get(id(server), 0))) is not None
+        for server in servers.STARTED
+        if (found := explain(server, marks.get(id(server), 0), id(server) in used)) is not None
     ]
     if explained:
         report.sections.append(("servers that died", "\n\n".join(e.section for e in explained)))

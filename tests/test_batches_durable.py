@@ -331,7 +331,8 @@ def test_a_dead_engine_restarts_in_place_its_batch_finishes_and_nothing_is_dropp
     assert log.count("serve: vLLM exited with status 1; its processes are gone; starting it") == 1
     death = server.log_path.read_bytes()[since:].decode()
     assert "Fatal Python error: Illegal instruction" in server_deaths.fault_stack(death)
-    assert "Worker proc VllmWorker-0 died unexpectedly (exit code: -4)" in death
+    # vLLM names the worker; its exit code, read before the worker is reaped, may be None.
+    assert "Worker proc VllmWorker-0 died unexpectedly" in death
     assert {d.signal for d in server_deaths.deaths_in(death) if d.crash} == {"SIGILL"}
 
     server.pause()

@@ -14,8 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
-# Variables of ours by name: SageMaker's, the AWS images', MHCS's and the vLLM ones we set.
-OURS = re.compile(r"^(?:SAGEMAKER|SM|STANDARD|CUSTOM|PROCESS|VLLM|HF)_[A-Z0-9_]*[A-Z0-9]$")
+# Variables of ours by name: SageMaker's, the AWS images', MHCS's, and the vLLM and Python ones
+# we set.
+OURS = re.compile(
+    r"^(?:(?:SAGEMAKER|SM|STANDARD|CUSTOM|PROCESS|VLLM|HF)_[A-Z0-9_]*[A-Z0-9]|PYTHON[A-Z]+)$"
+)
 ENV_NAMES = {"env", "environ"}
 # vLLM's own options pass through as SM_VLLM_<NAME>: one rule row, not a row each.
 PASS_THROUGH = "SM_VLLM_"
@@ -105,6 +108,7 @@ def documented_variables(markdown: str) -> set[str]:
         ('def f():\n    """Reads SM_VLLM_MODEL."""', set()),
         ('headers.get("CONTENT_TYPE")', set()),
         ('PREFIX = "SM_VLLM_"', set()),
+        ('{"PYTHONFAULTHANDLER": "1"}', {"PYTHONFAULTHANDLER"}),
     ],
 )
 def test_how_variables_are_found_in_code(source: str, expected: set[str]) -> None:
