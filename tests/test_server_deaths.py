@@ -47,7 +47,8 @@ def test_only_fatal_signals_are_crashes() -> None:
     assert [d.crash for d in deaths] == [True, False, False]
 
 
-# Inner tests, each with a stand-in for `serve` that prints a line, then dies or lives as told.
+# Inner tests, each with a stand-in for `serve` that prints a line, then dies as told or waits
+# to be killed.
 INNER = textwrap.dedent(
     """
     import subprocess, sys
@@ -57,11 +58,11 @@ INNER = textwrap.dedent(
     from tests import processes, servers
 
     STAND_IN = (
-        "import os, signal, sys, time\\n"
+        "import os, signal, sys\\n"
         "print('serve: the stand-in started', flush=True)\\n"
         "if sys.argv[1] == 'crash': os.kill(os.getpid(), signal.SIGILL)\\n"
         "if sys.argv[1] == 'give-up': sys.exit(1)\\n"
-        "time.sleep(600)\\n"
+        "signal.pause()\\n"
     )
 
 

@@ -21,15 +21,14 @@ its first AMX kernel.
 """
 
 import ctypes
-import errno
 import os
 import platform
 import sys
 from dataclasses import dataclass
 
+from vllm_sagemaker.handler.core import prctl
 from vllm_sagemaker.handler.logs import logfmt, logger
 
-SYS_ARCH_PRCTL = 158  # x86-64
 ARCH_GET_XCOMP_SUPP = 0x1021
 ARCH_GET_XCOMP_PERM = 0x1022
 ARCH_REQ_XCOMP_PERM = 0x1023
@@ -64,19 +63,10 @@ def report(state: TileData) -> tuple[bool, str]:
     return True, logfmt("amx", tiles="refused", reason=reason, advice=REFUSED_ADVICE)
 
 
-def _arch_prctl(code: int, argument: "ctypes._CArgObject | ctypes.c_ulong") -> int:
-    """arch_prctl(2): 0, or the errno of its failure."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    if libc.syscall(ctypes.c_long(SYS_ARCH_PRCTL), ctypes.c_long(code), argument) == 0:
-        return 0
-    return ctypes.get_errno() or errno.EINVAL
-
-
 def _features(code: int) -> int:
     """The xfeature mask ARCH_GET_XCOMP_SUPP or ARCH_GET_XCOMP_PERM reads (0 on failure)."""
     mask = ctypes.c_ulong(0)
-    return mask.value if _arch_prctl(code, ctypes.byref(mask)) == 0 else 0
+    return mask.value if prctl.arch_prctl(code, ctypes.byref(mask)) == 0 else 0
 
 
 def read() -> TileData:
@@ -94,7 +84,7 @@ def grant() -> TileData:
     state = read()
     if not needs_request(state):
         return state
-    refused = _arch_prctl(ARCH_REQ_XCOMP_PERM, ctypes.c_ulong(XFEATURE_XTILEDATA))
+    refused = prctl.arch_prctl(ARCH_REQ_XCOMP_PERM, ctypes.c_ulong(XFEATURE_XTILEDATA))
     after = read()
     return TileData(after.offered, after.permitted, 0 if after.permitted else refused)
 
