@@ -6,6 +6,7 @@ a GPU count), so the rules can be read in one place and tested with a table of c
 
 from collections.abc import Mapping, Sequence
 
+from vllm_sagemaker.handler.core.config import API_KEY_VAR, api_keys
 from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
 
 SM_VLLM_PREFIX = "SM_VLLM_"
@@ -45,7 +46,8 @@ def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
     """Every `SM_VLLM_<NAME>` variable as vLLM flags, in a stable (sorted) order.
 
     `SM_VLLM_MODEL`, `SM_VLLM_PORT` and `SM_VLLM_HOST` are left out: the model comes from
-    `resolve_model` and the address from the SageMaker contract.
+    `resolve_model` and the address from the SageMaker contract. `SM_VLLM_API_KEY` gives the
+    keys the handler checks too (`config.api_keys`, which refuses a value that holds none).
     """
     args: list[str] = []
     for variable in sorted(env):
@@ -53,9 +55,10 @@ def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
         if not variable.startswith(SM_VLLM_PREFIX) or not name or name in _CONTRACT_OWNED:
             continue
         value = env[variable]
-        if value.lower() == "false":
-            continue
-        args += [flag_name(variable), *flag_values(value)]
+        if variable == API_KEY_VAR:
+            args += [flag_name(variable), *api_keys(env)]
+        elif value.lower() != "false":
+            args += [flag_name(variable), *flag_values(value)]
     return args
 
 

@@ -8,6 +8,13 @@ gives: `PROCESS_AUTO_RECOVERY` (default true) restarts vLLM when it fails, and
 container exits with status 1. Where ours differs from what its supervisord does:
 
 - a clean exit (status 0: a stop somebody asked for, see `handler.lifecycle`) is never restarted;
+- nor is a usage error (status 2, USAGE_ERROR): `serve` says in one line that vLLM refused its
+  arguments and exits 2, as `serve` does for a configuration error of its own. Status 2 is how
+  Python's argparse stops on an argument it rejects, at the start, and the same arguments would
+  be rejected on every restart. It cannot be a crash: an uncaught exception exits 1, a signal is
+  not a status, and once the server runs `handler.lifecycle` exits 1 on any failure. So the rule
+  needs no "before the server was healthy" (which `serve` does not watch): a 2 is a usage error
+  whenever it comes;
 - the restarts are counted within `SAGEMAKER_RESTART_WINDOW_SECONDS`, however long vLLM ran
   before it died (supervisord counts only deaths within 1 s of a start, so a server that dies
   every minute restarts forever);
@@ -30,6 +37,13 @@ DEFAULT_WINDOW_S = 3600.0
 DEFAULT_STOP_TIMEOUT_S = 30.0
 # `serve`'s status when vLLM failed more often than the policy allows (AWS documents 1).
 GAVE_UP = 1
+# vLLM's status when it refused its arguments (argparse's), and then `serve`'s.
+USAGE_ERROR = 2
+USAGE_ERROR_MESSAGE = (
+    f"vLLM exited with status {USAGE_ERROR}: it refused its arguments (its 'error:' line above "
+    "names the one); a configuration error, so it is not started again: fix the SM_VLLM_* "
+    "variable or the argument given to serve"
+)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ vLLM runs in a process group of its own; `serve` stays the container's PID 1 and
 `handler.lifecycle` makes that status 1; or it was killed), `serve` kills the whole group and
 waits until no process of it is left, the engine core included (an engine core left behind
 would hold the GPU's memory and fail the next start: vLLM issue #55510), then starts vLLM again
-with the same command, as long as `container.restarts` allows. A clean exit ends `serve` with it.
+with the same command, as long as `container.restarts` allows. A clean exit ends `serve` with it,
+and so does a usage error (vLLM refused its arguments: they would be refused again).
 
 SIGTERM and SIGINT go on to vLLM's server, which stops on its own (a running batch pauses); after
 the policy's stop timeout whatever is left of the group is killed. Signals are taken
@@ -70,6 +71,9 @@ class Supervisor:
             self._end_group(server.pid)
             if self.stop_deadline is not None or returncode == 0:
                 return restarts.exit_status(returncode)
+            if returncode == restarts.USAGE_ERROR:
+                _log(restarts.USAGE_ERROR_MESSAGE)
+                return restarts.USAGE_ERROR
             now = time.monotonic()
             cause = f"vLLM {restarts.describe(returncode)}"
             if not restarts.may_restart(self.policy, self.restarts, now):

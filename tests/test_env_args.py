@@ -2,7 +2,8 @@
 
 import pytest
 
-from vllm_sagemaker.container import env_args, hardware
+from vllm_sagemaker.container import env_args, hardware, serve
+from vllm_sagemaker.handler.core.config import api_keys
 from vllm_sagemaker.handler.core.env import ConfigError
 
 LIVE_FIRST = env_args.LIVE_FIRST_SCHEDULER
@@ -32,6 +33,53 @@ LIVE_FIRST = env_args.LIVE_FIRST_SCHEDULER
 )
 def test_sm_vllm_flags(env: dict[str, str], expected: list[str]) -> None:
     assert env_args.sm_vllm_flags(env) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "keys"),
+    [
+        ({}, ()),
+        ({"VLLM_API_KEY": "v"}, ("v",)),
+        ({"SM_VLLM_API_KEY": "k"}, ("k",)),
+        ({"SM_VLLM_API_KEY": "k", "VLLM_API_KEY": "v"}, ("k",)),
+        ({"SM_VLLM_API_KEY": " k "}, ("k",)),
+        ({"SM_VLLM_API_KEY": '["a", " b "]'}, ("a", "b")),
+        ({"SM_VLLM_API_KEY": '["a", "", " "]'}, ("a",)),
+        # A key, not a flag, when it is spelt out in an array.
+        ({"SM_VLLM_API_KEY": '["true"]'}, ("true",)),
+        # Neither vLLM nor the handler splits on commas: this is one (poor) key.
+        ({"SM_VLLM_API_KEY": ","}, (",",)),
+    ],
+)
+def test_vllm_and_the_handler_check_the_same_api_keys(
+    env: dict[str, str], keys: tuple[str, ...]
+) -> None:
+    assert api_keys(env) == keys
+    given = env_args.sm_vllm_flags(env)
+    assert given == (["--api-key", *keys] if "SM_VLLM_API_KEY" in env else [])
+
+
+@pytest.mark.parametrize(
+    "value", ["true", "TRUE", "false", "False", "", "  ", "[]", '[""]', '[" "]']
+)
+def test_an_api_key_variable_that_holds_no_key_stops_serve_before_vllm(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"SM_VLLM_API_KEY": value}
+    for rule in (api_keys, env_args.sm_vllm_flags):
+        with pytest.raises(ConfigError, match=r"^SM_VLLM_API_KEY="):
+            rule(env)
+    monkeypatch.setenv("SM_VLLM_MODEL", "some/model")
+    monkeypatch.setenv("SM_VLLM_API_KEY", value)
+    assert serve.run([], dry_run=True) == 2
+    out, err = capsys.readouterr()
+    (message,) = err.splitlines()
+    assert out == ""
+    assert message == (
+        f"serve: SM_VLLM_API_KEY={value!r} holds no API key: set it to the key clients send as "
+        "'Authorization: Bearer <key>' (or a JSON array of keys), or leave it unset for a server "
+        "that needs no key"
+    )
 
 
 @pytest.mark.parametrize(

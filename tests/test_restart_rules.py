@@ -164,6 +164,15 @@ def test_a_clean_exit_is_not_restarted(tmp_path: Path) -> None:
     processes.kill(supervisor)
 
 
+def test_a_usage_error_is_not_restarted(tmp_path: Path) -> None:
+    supervisor = supervise(2, 30, ORPHANING, str(tmp_path / "orphan"), "2")
+    out, err = supervisor.communicate(timeout=120)
+    assert (supervisor.returncode, out) == (restarts.USAGE_ERROR, "run 0\n")
+    assert err == f"serve: {restarts.USAGE_ERROR_MESSAGE}\n"
+    assert not psutil.pid_exists(int((tmp_path / "orphan").read_text()))
+    processes.kill(supervisor)
+
+
 def test_a_server_that_ignores_sigterm_is_killed_after_the_stop_timeout() -> None:
     supervisor = supervise(2, 1, STUBBORN)
     assert supervisor.stdout is not None

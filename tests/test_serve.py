@@ -15,7 +15,7 @@ import pytest
 from tests import cli, processes, servers, waiting
 from tests.conftest import AUTH
 from tests.model_factory import embedder_path
-from vllm_sagemaker.container import env_args
+from vllm_sagemaker.container import env_args, restarts
 
 
 def run_serve(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -109,12 +109,35 @@ def test_auto_recovery_decides_whether_serve_supervises_or_execs(
     assert result.stdout.splitlines() == [started]
 
 
-def test_a_bad_restart_setting_stops_serve_with_one_line() -> None:
-    result = run_serve("serve", SM_VLLM_MODEL="/m", PROCESS_MAX_START_RETRIES="101")
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"PROCESS_MAX_START_RETRIES": "101"},
+            "PROCESS_MAX_START_RETRIES must be a whole number from 0 to 100, got '101'",
+        ),
+        ({"SM_VLLM_API_KEY": "true"}, "SM_VLLM_API_KEY='true' holds no API key: set it to"),
+    ],
+)
+def test_a_bad_setting_stops_serve_with_one_line_before_vllm(
+    env: dict[str, str], message: str
+) -> None:
+    result = run_serve("serve", SM_VLLM_MODEL="/m", **env)
     assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "serve: PROCESS_MAX_START_RETRIES must be a whole number from 0 to 100, got '101'"
-    )
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"serve: {message}")
+
+
+def test_vllm_refusing_its_arguments_is_not_restarted() -> None:
+    """vLLM itself rejects the value (argparse, exit status 2): one start, then one line."""
+    result = run_serve("serve", SM_VLLM_MODEL="/m", SM_VLLM_MAX_MODEL_LEN="notanumber")
+    assert result.returncode == restarts.USAGE_ERROR
+    lines = result.stderr.splitlines()
+    assert result.stderr.count("usage: vllm serve") == 1, "vLLM started once"
+    refused = lines.index(f"serve: {restarts.USAGE_ERROR_MESSAGE}")
+    assert "error: argument --max-model-len" in lines[refused - 1]
+    assert refused == len(lines) - 1
+    assert "starting it again" not in result.stderr
 
 
 def test_chat_model_answers(chat_server: servers.Server) -> None:

@@ -22,6 +22,8 @@ from vllm_sagemaker.handler.core.env import (
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 
 MIB = 1024 * 1024
+# vLLM's `--api-key`, as `serve` reads it (container.env_args); `api_keys` says what it holds.
+API_KEY_VAR = "SM_VLLM_API_KEY"
 # Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.
 ASYNC_MARKER = "SAGEMAKER_ASYNC_INFERENCE"
 REALTIME_PAYLOAD_MB = 6
@@ -167,10 +169,27 @@ def batch_priority(env: Mapping[str, str]) -> int | None:
 
 
 def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
-    """vLLM's `--api-key` as SM_VLLM_API_KEY (one key or a JSON array), else VLLM_API_KEY."""
-    if env.get("SM_VLLM_API_KEY"):
-        return tuple(k for k in flag_values(env["SM_VLLM_API_KEY"]) if k)
-    return (env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ()
+    """The keys a request must carry (none: no key needed): SM_VLLM_API_KEY, vLLM's `--api-key`
+    (one key or a JSON array of keys, spaces around each removed: a header value cannot end in
+    one), else VLLM_API_KEY. `serve` passes vLLM exactly these keys, so both check the same ones.
+
+    SM_VLLM_API_KEY set to a value that holds no key is a ConfigError: empty, `true` (a bare
+    flag elsewhere, but `--api-key` needs a value), `false` (is it a key or "off"? unset the
+    variable for a server without keys), or an array of blank strings.
+    """
+    if API_KEY_VAR not in env:
+        return (env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ()
+    raw = env[API_KEY_VAR]
+    value = raw.strip()
+    values = [] if value.lower() == "false" else flag_values(value)
+    keys = tuple(key for item in values if (key := item.strip()))
+    if not keys:
+        raise ConfigError(
+            f"{API_KEY_VAR}={raw!r} holds no API key: set it to the key clients send as "
+            "'Authorization: Bearer <key>' (or a JSON array of keys), or leave it unset for a "
+            "server that needs no key"
+        )
+    return keys
 
 
 def payload_limit_mb(env: Mapping[str, str], batch: bool, async_inference: bool) -> int:
