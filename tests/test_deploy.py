@@ -1,6 +1,7 @@
 """`vllm-sagemaker deploy`: the plans it prints with --dry-run, and real runs against moto."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,19 @@ from vllm_sagemaker.deploy.aws import plan as aws_plan
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+
+
+# boto3 with no credentials and nothing listening where it would call.
+NO_AWS = {
+    "AWS_ACCESS_KEY_ID": "",
+    "AWS_SECRET_ACCESS_KEY": "",
+    "AWS_SESSION_TOKEN": "",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+}
 
 
 def deploy(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -31,7 +45,8 @@ def model_options(name: str, instance_type: str, **extra: str) -> list[str]:
 
 
 def plan(*args: str) -> list[dict[str, Any]]:
-    done = deploy(*args, "--dry-run")
+    """The calls a dry run prints where AWS cannot be read (it says what it assumed)."""
+    done = deploy(*args, "--dry-run", env=NO_AWS)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -192,15 +207,16 @@ def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> N
     assert done.returncode == 0, done.stderr
     job = boto3.client("sagemaker").describe_transform_job(TransformJobName="job")
     prefix = job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
-    assert prefix == "s3://jobs-data/in-split-3/"
+    assert prefix == "s3://jobs-data/out-job-parts/"
     keys = sorted(
-        o["Key"] for o in s3.list_objects_v2(Bucket="jobs-data", Prefix="in-split-3/")["Contents"]
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket="jobs-data", Prefix="out-job-parts/")["Contents"]
     )
     assert len(keys) >= 3
     joined = b"".join(s3.get_object(Bucket="jobs-data", Key=k)["Body"].read() for k in keys)
     assert joined.splitlines() == lines
     assert done.stdout.splitlines() == [
-        f"s3://jobs-data/out/{key.removeprefix('in-split-3/')}.out" for key in keys
+        f"s3://jobs-data/out/{key.removeprefix('out-job-parts/')}.out" for key in keys
     ]
 
 
@@ -303,3 +319,61 @@ def test_async_endpoint_marks_the_container() -> None:
     assert environment["SAGEMAKER_ASYNC_INFERENCE"] == "true"
     plain = plan("endpoint", *model_options("llm", "ml.g5.2xlarge"))
     assert "SAGEMAKER_ASYNC_INFERENCE" not in plain[0]["params"]["PrimaryContainer"]["Environment"]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "ours"),
+    [
+        ("chat", True),
+        ("chat-20250101-000000", True),
+        ("chat-prod", False),
+        ("chat-prod-20250101-000000", False),
+        ("chat-v2", False),
+        ("chat-20250101-0000001", False),
+        ("chat-2025010-000000", False),
+        ("chatbot", False),
+        ("my-chat-20250101-000000", False),
+    ],
+)
+def test_which_names_are_versions_of_chat(candidate: str, ours: bool) -> None:
+    assert aws_plan.is_version_of("chat", candidate) is ours
+
+
+def test_model_differences() -> None:
+    planned = aws_plan.create_model("m", IMAGE, aws_plan.ModelSource(model_id="org/a"), {}, ROLE)
+    held = {"PrimaryContainer": dict(planned.params["PrimaryContainer"]), "ExecutionRoleArn": ROLE}
+    assert aws_plan.model_differences(held, planned) == []
+    held["PrimaryContainer"]["Environment"] = {"HF_MODEL_ID": "org/b"}
+    held["ExecutionRoleArn"] = "arn:aws:iam::1:role/Other"
+    assert aws_plan.model_differences(held, planned) == [
+        "Environment is {'HF_MODEL_ID': 'org/b'}, not {'HF_MODEL_ID': 'org/a'}",
+        f"ExecutionRoleArn is 'arn:aws:iam::1:role/Other', not {ROLE!r}",
+    ]
+
+
+def test_a_dry_run_that_cannot_read_says_what_it_assumed() -> None:
+    done = deploy("endpoint", *model_options("llm", "ml.g5.2xlarge"), "--dry-run", env=NO_AWS)
+    assert done.returncode == 0, done.stderr
+    assert [c["operation"] for c in json.loads(done.stdout)][-1] == "CreateEndpoint"
+    (note,) = done.stderr.splitlines()
+    assert note.startswith("deploy: dry run: cannot read DescribeEndpoint")
+    assert "UpdateEndpoint instead" in note
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["delete", "--name", "llm"],
+        [
+            "batch",
+            *model_options("b", "ml.g5.2xlarge"),
+            *cli.options(input_file="s3://b/in.jsonl", output_file="s3://b/out.jsonl"),
+            *cli.options(work_prefix="s3://b/work/"),
+        ],
+    ],
+)
+def test_a_dry_run_that_must_read_stops_with_one_line(args: list[str]) -> None:
+    done = deploy(*args, "--dry-run", env={**NO_AWS, "SAGEMAKER_ROLE_ARN": ROLE})
+    assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("deploy: cannot read "), done.stderr

@@ -253,7 +253,7 @@ def test_a_slot_takes_the_next_shard_as_soon_as_its_job_ends(tmp_path: Path) -> 
 def test_a_cancel_lets_running_jobs_end_and_starts_no_other(tmp_path: Path) -> None:
     def cancel_at_shard_1(shard: int) -> None:
         if shard == 1:
-            fleet.cancel(str(tmp_path / "work"))
+            fleet.cancel(str(tmp_path / "work"), False)
 
     jobs = SlowFirstShard(releaser=1, on_start=cancel_at_shard_1)
     assert not run_slots(tmp_path, jobs)
@@ -279,8 +279,17 @@ def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     calls = json.loads(done.stdout)
-    assert [c["operation"] for c in calls] == ["CreateModel"] + ["CreateTransformJob"] * 3
-    jobs = [c["params"] for c in calls[1:]]
+    assert [c["operation"] for c in calls] == (
+        ["CreateModel"] + ["PutObject"] * 4 + ["CreateTransformJob"] * 3 + ["PutObject"]
+    )
+    assert [c["params"]["Key"] for c in calls if c["operation"] == "PutObject"] == [
+        "work/shards/shard-00000/input.jsonl",
+        "work/shards/shard-00001/input.jsonl",
+        "work/shards/shard-00002/input.jsonl",
+        "work/plan.json",
+        "out.jsonl",
+    ]
+    jobs = [c["params"] for c in calls if c["operation"] == "CreateTransformJob"]
     assert [j["TransformJobName"] for j in jobs] == ["dry-00000-1", "dry-00001-1", "dry-00002-1"]
     assert {j["ModelName"] for j in jobs} == {"dry"}
     assert {j["TransformResources"]["InstanceCount"] for j in jobs} == {1}

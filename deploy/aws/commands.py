@@ -1,7 +1,8 @@
 """`vllm-sagemaker deploy ...`: endpoints, transform jobs, invocations and clean-up on SageMaker.
 
-Each command builds its plan with `deploy.aws.plan` and carries it out with `deploy.aws.run`;
-`--dry-run` prints the plan as JSON and calls nothing.
+Each command reads what decides its plan (`deploy.aws.reads`), builds the plan with
+`deploy.aws.plan` and carries it out with `deploy.aws.run`; `--dry-run` makes the same reads and
+prints the same plan as JSON, and writes nothing.
 """
 
 import argparse
@@ -11,13 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 import uuid
-from pathlib import PurePosixPath
 from typing import Any
 
-import boto3
 import botocore.exceptions
 
 from vllm_sagemaker.deploy.aws import plan as aws_plan
@@ -25,6 +22,7 @@ from vllm_sagemaker.deploy.aws import run as aws_run
 from vllm_sagemaker.deploy.aws import split
 from vllm_sagemaker.deploy.aws.instances import TRANSFORM_FAMILIES, gpu_count
 from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
+from vllm_sagemaker.deploy.aws.reads import Reads
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.io import storage
@@ -59,20 +57,21 @@ def _source(args: argparse.Namespace) -> ModelSource:
     return ModelSource(args.model_id, args.model_data, args.model_prefix, args.stream_weights)
 
 
-def _endpoint_exists(name: str) -> bool:
-    client = boto3.client("sagemaker")
-    try:
-        client.describe_endpoint(EndpointName=name)
-    except botocore.exceptions.ClientError:
-        return False
-    return True
+def _say(text: str) -> None:
+    print(f"deploy: {text}", file=sys.stderr, flush=True)
 
 
 def endpoint(args: argparse.Namespace) -> int:
-    version = None
-    if not args.dry_run and _endpoint_exists(args.name):
-        version = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        print(f"deploy: {args.name} exists; updating it to version {version}", file=sys.stderr)
+    reads = Reads(args.dry_run)
+    describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
+    existing = reads.describe(
+        describe,
+        f"the plan assumes endpoint {args.name} does not exist; if it does, the run creates a "
+        f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead",
+    )
+    version = aws_plan.version() if existing else None
+    if version:
+        _say(f"{args.name} exists; the run updates it to version {version}")
     calls = aws_plan.endpoint_calls(
         args.name,
         args.image,
@@ -84,44 +83,52 @@ def endpoint(args: argparse.Namespace) -> int:
         args.async_output,
         version,
     )
-    aws_run.execute(calls, args.dry_run)
+    aws_run.execute(calls, args.dry_run, reads.assumed)
     if not args.dry_run and not args.no_wait:
-        describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
         aws_run.wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
-        print(f"deploy: endpoint {args.name} is InService", file=sys.stderr)
+        _say(f"endpoint {args.name} is InService")
     return 0
 
 
-def split_input(input_prefix: str, instances: int) -> str:
-    """The prefix the job should read: `input_prefix` itself when it holds at least as many
-    files as instances, else a new prefix holding the files split into whole-line parts."""
-    files = storage.list_inputs(input_prefix)
-    if len(files) >= instances:
-        return input_prefix
-    bucket, key = s3_uri.s3_parts(input_prefix)
-    target = f"s3://{bucket}/{key.rstrip('/')}-split-{instances}/"
-    with tempfile.TemporaryDirectory() as tmp:
-        counts = []
+def split_plan(
+    reads: Reads, input_prefix: str, output: str, job: str, instances: int
+) -> tuple[str, list[Call]]:
+    """The prefix the job should read and the calls that fill it: `input_prefix` itself when it
+    holds at least as many files as instances, else the job's own prefix beside the output with
+    the files split into whole-line parts (and any object an earlier attempt left there
+    deleted)."""
+    target = split.split_prefix(output, job)
+    files = reads.guarded(
+        lambda: storage.list_inputs(input_prefix),
+        f"the files under {input_prefix}",
+        f"the plan assumes they number at least {instances}; with fewer, the run first splits "
+        f"them into parts under {target}",
+        None,
+    )
+    if files is None or len(files) >= instances:
+        return input_prefix, []
+
+    def counted() -> list[split.Counted]:
+        result = []
         for file in files:
             with storage.reading(file.uri) as source:
-                counts.append(sum(1 for _ in iter_records(source)))
-        for file, count, parts in zip(
-            files, counts, split.parts_per_file(counts, instances), strict=True
-        ):
-            with storage.reading(file.uri) as source:
-                lines = iter_records(source)
-                for index, (start, end) in enumerate(split.ranges(count, parts)):
-                    part = os.path.join(tmp, "part")
-                    with open(part, "wb") as out:
-                        for _ in range(end - start):
-                            out.write(next(lines) + b"\n")
-                    relative = PurePosixPath(file.relative)
-                    name = str(
-                        relative.with_name(f"{relative.stem}.part-{index:05d}{relative.suffix}")
-                    )
-                    storage.publish(part, storage.joined(target, name))
-    print(f"deploy: split {len(files)} file(s) into parts under {target}", file=sys.stderr)
-    return target
+                lines = sum(1 for _ in iter_records(source))
+            result.append(split.Counted(file.uri, file.relative, lines))
+        return result
+
+    puts = split.part_calls(reads.required(counted, input_prefix), instances, target)
+    planned = {call.params["Key"] for call in puts}
+    bucket, _ = s3_uri.s3_parts(target)
+    deletes = [
+        Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
+        for key in reads.s3_keys(target)
+        if key not in planned
+    ]
+    _say(
+        f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run splits "
+        f"them into {len(puts)} parts under {target}"
+    )
+    return target, [*deletes, *puts]
 
 
 def _check_transform(args: argparse.Namespace) -> None:
@@ -140,51 +147,66 @@ def _check_transform(args: argparse.Namespace) -> None:
             + ", ".join(TRANSFORM_FAMILIES)
         )
     if gpu_count(args.instance_type):
-        print(
-            "deploy: note: transform instances run NVIDIA driver 470 or 535 (CUDA <= 12.2); an "
-            "image built for a newer CUDA may fail to start there",
-            file=sys.stderr,
+        _say(
+            "note: transform instances run NVIDIA driver 470 or 535 (CUDA <= 12.2); an "
+            "image built for a newer CUDA may fail to start there"
         )
+
+
+def model_calls(reads: Reads, model: Call) -> list[Call]:
+    """The CreateModel call, unless SageMaker holds that model already as the kit would create
+    it (then none); SystemExit naming the difference when it holds another model of that name."""
+    name = model.params["ModelName"]
+    existing = reads.describe(
+        Call("sagemaker", "DescribeModel", {"ModelName": name}),
+        f"the plan assumes no model named {name} exists; if one does and differs, the run stops",
+    )
+    if existing is None:
+        return [model]
+    differences = aws_plan.model_differences(existing, model)
+    if differences:
+        raise SystemExit(
+            f"deploy: a model named {name} exists and differs from this one ("
+            + "; ".join(differences)
+            + "); give another --name, or delete that model first"
+        )
+    _say(f"model {name} exists as asked; the run uses it")
+    return []
 
 
 def transform(args: argparse.Namespace) -> int:
     _check_transform(args)
-    input_prefix = args.input if args.dry_run else split_input(args.input, args.instance_count)
+    reads = Reads(args.dry_run)
+    describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
+    if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
+        raise SystemExit(
+            f"deploy: a transform job named {args.name} exists; give the new job another --name"
+        )
     env = aws_plan.model_env(_env(args.env), args.instance_type)
-    calls = [
-        aws_plan.create_model(args.name, args.image, _source(args), env, _role(args)),
-        aws_plan.transform_call(
-            args.name,
-            input_prefix,
-            args.output,
-            args.instance_type,
-            args.instance_count,
-            args.max_payload_mb,
-            args.max_concurrent_transforms,
-            args.join_source == "Input",
-        ),
-    ]
-    aws_run.execute(calls, args.dry_run)
+    model = aws_plan.create_model(args.name, args.image, _source(args), env, _role(args))
+    input_prefix, parts = split_plan(reads, args.input, args.output, args.name, args.instance_count)
+    job = aws_plan.transform_call(
+        args.name,
+        input_prefix,
+        args.output,
+        args.instance_type,
+        args.instance_count,
+        args.max_payload_mb,
+        args.max_concurrent_transforms,
+        args.join_source == "Input",
+    )
+    aws_run.execute([*parts, *model_calls(reads, model), job], args.dry_run, reads.assumed)
     if not args.dry_run and not args.no_wait:
-        describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
         aws_run.wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
         for file in storage.list_inputs(input_prefix):
             print(storage.joined(args.output, file.relative + ".out"))
     return 0
 
 
-def _model_exists(name: str) -> bool:
-    try:
-        boto3.client("sagemaker").describe_model(ModelName=name)
-    except botocore.exceptions.ClientError:
-        return False
-    return True
-
-
 def fleet_batch(args: argparse.Namespace) -> int:
     """`deploy batch`: an OpenAI batch file on transform instances (or --local containers)."""
     if args.cancel:
-        return fleet.cancel(args.work_prefix)
+        return fleet.cancel(args.work_prefix, args.dry_run)
     if not args.input_file or not args.output_file:
         raise SystemExit("deploy: batch needs --input-file and --output-file")
     settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
@@ -206,13 +228,12 @@ def fleet_batch(args: argparse.Namespace) -> int:
             return asyncio.run(fleet.run(batch, LocalJobs(args.local, settings)))
         return _fleet_on_sagemaker(args, batch, settings)
     except fleet.Unusable as error:
-        print(f"deploy: {error}", file=sys.stderr)
+        _say(str(error))
         return 2
     except KeyboardInterrupt:
-        print(
-            "deploy: stopped; no new job starts. Transform jobs already started keep running; "
-            "run the same command again to collect them and finish the rest",
-            file=sys.stderr,
+        _say(
+            "stopped; no new job starts. Transform jobs already started keep running; "
+            "run the same command again to collect them and finish the rest"
         )
         return 130
 
@@ -220,14 +241,15 @@ def fleet_batch(args: argparse.Namespace) -> int:
 def _fleet_on_sagemaker(
     args: argparse.Namespace, batch: fleet.FleetBatch, settings: TransformSettings
 ) -> int:
-    """The shards as transform jobs: only the plan with --dry-run, else the model (made once)
-    and the run."""
+    """The shards as transform jobs: the model (made once, or reused when SageMaker holds it as
+    asked), then the run; with --dry-run, what the run would write."""
     if not (args.image and args.instance_type and _has_model(args)):
         raise SystemExit(
             "deploy: batch on SageMaker needs --image, --instance-type and a model "
             "(--model-id, --model-data or --model-prefix); or give --local URL..."
         )
     _check_transform(args)
+    reads = Reads(args.dry_run)
     model = aws_plan.create_model(
         args.name,
         args.image,
@@ -235,46 +257,68 @@ def _fleet_on_sagemaker(
         aws_plan.model_env(_env(args.env), args.instance_type),
         _role(args),
     )
-    jobs = SageMakerJobs(
-        args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
-    )
+    first = model_calls(reads, model)
+
+    def jobs() -> SageMakerJobs:
+        return SageMakerJobs(
+            args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
+        )
+
     if args.dry_run:
-        plan = fleet.preview(batch)
-        calls = fleet.planned_calls(plan, fleet.Layout(batch.work), jobs, args.name)
-        aws_run.execute([model, *calls], True)
+        read = f"the batch's input {batch.input} and work prefix {batch.work}"
+        calls = reads.required(lambda: fleet.planned_calls(batch, jobs()), read)
+        aws_run.execute([*first, *calls], True, reads.assumed)
         return 0
-    if not _model_exists(args.name):
-        aws_run.execute([model], False)
-    return asyncio.run(fleet.run(batch, jobs))
+    aws_run.execute(first, False)
+    return asyncio.run(fleet.run(batch, jobs()))
 
 
 def _has_model(args: argparse.Namespace) -> bool:
     return bool(args.model_id or args.model_data or args.model_prefix)
 
 
-def _created_for(name: str) -> tuple[list[str], list[str]]:
-    """The endpoint configs and models named `name` or `name-<version>`."""
-    client = boto3.client("sagemaker")
-
-    def ours(items: list[dict[str, Any]], key: str) -> list[str]:
-        names = [item[key] for item in items]
-        return [n for n in names if n == name or n.startswith(name + "-")]
-
-    configs = client.list_endpoint_configs(NameContains=name, MaxResults=100)["EndpointConfigs"]
-    models = client.list_models(NameContains=name, MaxResults=100)["Models"]
-    return ours(configs, "EndpointConfigName"), ours(models, "ModelName")
+def delete_plan(reads: Reads, name: str) -> list[Call]:
+    """What `deploy delete --name NAME` removes: the endpoint NAME, its current endpoint config
+    and that config's models, and every endpoint config and model named NAME or
+    `NAME-<UTC time>` (the kit's versions of it); nothing else (`NAME-prod` is another's)."""
+    endpoint = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}))
+    configs: list[str] = []
+    models: list[str] = []
+    if endpoint:
+        configs.append(endpoint["EndpointConfigName"])
+        config = reads.describe(
+            Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": configs[0]})
+        )
+        models += [variant["ModelName"] for variant in (config or {}).get("ProductionVariants", [])]
+    for operation, items, key, found in (
+        ("ListEndpointConfigs", "EndpointConfigs", "EndpointConfigName", configs),
+        ("ListModels", "Models", "ModelName", models),
+    ):
+        listed = reads.names(operation, items, key, NameContains=name)
+        found += [n for n in listed if aws_plan.is_version_of(name, n)]
+    return aws_plan.delete_calls(name if endpoint else None, configs, models)
 
 
 def delete(args: argparse.Namespace) -> int:
+    calls = delete_plan(Reads(args.dry_run), args.name)
+    if not calls:
+        raise SystemExit(
+            f"deploy: nothing to delete: no endpoint, endpoint config or model named {args.name} "
+            f"or {args.name}-<UTC time>"
+        )
     if args.dry_run:
-        aws_run.execute(aws_plan.delete_calls(args.name, [args.name], [args.name]), True)
+        aws_run.execute(calls, True)
         return 0
-    configs, models = _created_for(args.name)
-    for call in aws_plan.delete_calls(args.name, configs, models):
+    failed = 0
+    for call in calls:
         try:
             aws_run.execute([call], False)
         except botocore.exceptions.ClientError as error:
-            print(f"deploy: {call.operation}: {error}", file=sys.stderr)
+            failed += 1
+            _say(f"{call.operation} failed: {error}")
+    if failed:
+        _say(f"{failed} of {len(calls)} deletions failed; run the same command again to retry")
+        return 1
     return 0
 
 
@@ -285,25 +329,38 @@ def _body(text: str) -> bytes:
     return text.encode()
 
 
-def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
-    """Upload the body beside the endpoint's async outputs, invoke, print where the answer
-    will appear."""
-    if dry_run:
-        params = {"EndpointName": name, "InputLocation": "<S3OutputPath>/inputs/<id>.json"}
-        aws_run.execute([Call("sagemaker-runtime", "InvokeEndpointAsync", params)], True)
-        return 0
-    client = boto3.client("sagemaker")
-    config_name = client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-    config = client.describe_endpoint_config(EndpointConfigName=config_name)
+def async_output(reads: Reads, name: str) -> str:
+    """Where the async endpoint `name` writes its answers (its config's S3OutputPath)."""
+    assumption = f"the plan assumes {name} is an async endpoint writing to <S3OutputPath>"
+    endpoint = reads.describe(
+        Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}), assumption
+    )
+    if endpoint is None and reads.assumed:
+        return "s3://<S3OutputPath>"
+    if endpoint is None:
+        raise SystemExit(f"deploy: there is no endpoint named {name}")
+    config_name = endpoint["EndpointConfigName"]
+    describe = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
+    config = reads.describe(describe) or {}
     output = config.get("AsyncInferenceConfig", {}).get("OutputConfig", {}).get("S3OutputPath")
     if not output:
         raise SystemExit(f"deploy: {name} is not an async endpoint (deploy it with --async-output)")
-    location = storage.joined(output, f"inputs/{uuid.uuid4().hex}.json")
-    bucket, key = s3_uri.s3_parts(location)
-    storage.s3_client().put_object(Bucket=bucket, Key=key, Body=body)
+    return str(output)
+
+
+def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
+    """Upload the body beside the endpoint's async outputs, invoke, print where the answer
+    will appear."""
+    reads = Reads(dry_run)
+    location = storage.joined(async_output(reads, name), f"inputs/{uuid.uuid4().hex}.json")
     params = {"EndpointName": name, "InputLocation": location, "ContentType": "application/json"}
-    (answer,) = aws_run.execute([Call("sagemaker-runtime", "InvokeEndpointAsync", params)], False)
-    print(answer["OutputLocation"])
+    calls = [
+        aws_plan.put(location, body),
+        Call("sagemaker-runtime", "InvokeEndpointAsync", params),
+    ]
+    answers = aws_run.execute(calls, dry_run, reads.assumed)
+    if answers:
+        print(answers[-1]["OutputLocation"])
     return 0
 
 
@@ -316,20 +373,14 @@ def invoke(args: argparse.Namespace) -> int:
         "ContentType": "application/json",
         "Body": body,
     }
-    if args.stream:
-        call = Call("sagemaker-runtime", "InvokeEndpointWithResponseStream", params)
-    else:
-        call = Call("sagemaker-runtime", "InvokeEndpoint", params)
-    if args.dry_run:
-        aws_run.execute(
-            [Call(call.service, call.operation, {**params, "Body": body.decode()})], True
-        )
+    operation = "InvokeEndpointWithResponseStream" if args.stream else "InvokeEndpoint"
+    answers = aws_run.execute([Call("sagemaker-runtime", operation, params)], args.dry_run)
+    if not answers:
         return 0
-    (answer,) = aws_run.execute([call], False)
     if not args.stream:
-        sys.stdout.buffer.write(answer["Body"].read() + b"\n")
+        sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
         return 0
-    for text in stream_text(answer["Body"]):
+    for text in stream_text(answers[0]["Body"]):
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.stdout.write("\n")
@@ -351,36 +402,25 @@ def stream_text(events: Any) -> Any:
 
 
 def image(args: argparse.Namespace) -> int:
-    ecr = Call("ecr", "GetAuthorizationToken", {})
-    create = Call(
-        "ecr",
-        "CreateRepository",
-        {
-            "repositoryName": args.repository,
-            "tags": [{"Key": t["Key"], "Value": t["Value"]} for t in aws_plan.TAGS],
-        },
-    )
+    """Make the ECR repository if it is missing, then log in, build and push with docker."""
+    reads = Reads(args.dry_run)
+    describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
+    found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
+    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in aws_plan.TAGS]
+    create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": tags})
+    plan = [] if found else [create]
     if args.dry_run:
-        aws_run.execute(
-            [
-                Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]}),
-                create,
-                ecr,
-            ],
-            True,
-        )
+        aws_run.execute(plan, True, reads.assumed)
+        uri = f"<registry>/{args.repository}:{args.tag}"
+        _say(f"then: docker login, docker build -t {uri} {args.context}, docker push {uri}")
         return 0
-    client = boto3.client("ecr")
-    try:
-        repository = client.describe_repositories(repositoryNames=[args.repository])[
-            "repositories"
-        ][0]
-    except client.exceptions.RepositoryNotFoundException:
-        repository = aws_run.execute([create], False)[0]["repository"]
+    answers = aws_run.execute(plan, False)
+    repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
     uri = f"{repository['repositoryUri']}:{args.tag}"
-    auth = aws_run.execute([ecr], False)[0]["authorizationData"][0]
-    user, password = base64.b64decode(auth["authorizationToken"]).decode().split(":", 1)
-    registry = auth["proxyEndpoint"]
+    (auth,) = aws_run.execute([Call("ecr", "GetAuthorizationToken", {})], False)
+    token = auth["authorizationData"][0]
+    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
+    registry = token["proxyEndpoint"]
     for command, stdin in (
         ([args.docker, "login", "--username", user, "--password-stdin", registry], password),
         ([args.docker, "build", "-t", uri, args.context], None),
@@ -414,7 +454,11 @@ def _model_options(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="deploy_command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dry-run", action="store_true", help="print the AWS calls as JSON only")
+    common.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read what decides the plan, print the calls a real run makes as JSON, write nothing",
+    )
 
     build = commands.add_parser("image", parents=[common], help="build and push the image to ECR")
     build.add_argument("--repository", default="vllm-sagemaker")
@@ -491,6 +535,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-        print(f"deploy: {error}", file=sys.stderr)
+    except (
+        botocore.exceptions.BotoCoreError,
+        botocore.exceptions.ClientError,
+        storage.Unreachable,
+    ) as error:
+        _say(str(error))
         return 1

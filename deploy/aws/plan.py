@@ -1,17 +1,26 @@
-"""The AWS calls each `deploy` command makes, as data: pure functions from options to a list of
-`Call`s, so `--dry-run` prints exactly what a real run executes, and tests can read the plan.
+"""The AWS calls each `deploy` command makes, as data: pure functions from options (and what
+was read from AWS) to a list of `Call`s, so `--dry-run` prints exactly what a real run executes,
+and tests can read the plan.
 """
 
 import json
+import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vllm_sagemaker.deploy.aws.instances import INFERENCE_AMI, gpu_count
+from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
+# The versions `deploy endpoint` makes when it updates an endpoint: `NAME-<UTC time>`.
+VERSION_FORMAT = "%Y%m%d-%H%M%S"
+_VERSION_SUFFIX = r"-\d{8}-\d{6}"
+# Operations that only read: what a dry run may call.
+READ_PREFIXES = ("Describe", "List", "Get", "Head")
 # Large models need more than SageMaker's defaults to download and to pass /ping.
 STARTUP_HEALTH_CHECK_S = 1800
 MODEL_DOWNLOAD_S = 1800
@@ -26,8 +35,48 @@ class Call:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+def is_read(operation: str) -> bool:
+    return operation.startswith(READ_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Lines:
+    """A body made of lines [start, end) (counted from 0) of the JSON Lines file `source`."""
+
+    source: str
+    start: int
+    end: int
+
+
+def _shown(value: object) -> object:
+    """A body as the dry run prints it: bytes as text, `Lines` as what it names."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, Lines):
+        return {"lines_of": asdict(value)}
+    raise TypeError(f"{type(value).__name__} is not printable")
+
+
 def to_json(calls: Sequence[Call]) -> str:
-    return json.dumps([asdict(call) for call in calls], indent=2)
+    return json.dumps(
+        [{"service": c.service, "operation": c.operation, "params": c.params} for c in calls],
+        indent=2,
+        default=_shown,
+    )
+
+
+def version(now: float | None = None) -> str:
+    """The version a new model and config of an existing endpoint are named after."""
+    return time.strftime(VERSION_FORMAT, time.gmtime(now))
+
+
+def is_version_of(name: str, candidate: str) -> bool:
+    """Whether `candidate` is `name` itself or one of the kit's versions of it, `NAME-<UTC time>`
+    exactly: `chat-20250101-000000` is chat's, `chat-prod` and `chat-prod-20250101-000000` are
+    not."""
+    return (
+        candidate == name or re.fullmatch(re.escape(name) + _VERSION_SUFFIX, candidate) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -172,11 +221,43 @@ def transform_call(
     return Call("sagemaker", "CreateTransformJob", params)
 
 
-def delete_calls(name: str, configs: Sequence[str], models: Sequence[str]) -> list[Call]:
-    """What `deploy delete` removes: the endpoint `name`, then the endpoint configs and models
-    deploy created for it (`name` and its versions from updates)."""
+def delete_calls(endpoint: str | None, configs: Sequence[str], models: Sequence[str]) -> list[Call]:
+    """What `deploy delete` removes: the endpoint (None: there is none), then the endpoint
+    configs and models, each once, in the order given."""
     return [
-        Call("sagemaker", "DeleteEndpoint", {"EndpointName": name}),
-        *(Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c}) for c in configs),
-        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
+        *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": endpoint})] if endpoint else []),
+        *(
+            Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c})
+            for c in dict.fromkeys(configs)
+        ),
+        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in dict.fromkeys(models)),
     ]
+
+
+def put(uri: str, body: object) -> Call:
+    """Writing `body` at `uri`: S3's PutObject, or a local file."""
+    if s3_uri.is_s3(uri):
+        bucket, key = s3_uri.s3_parts(uri)
+        return Call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": body})
+    return Call("file", "Write", {"Path": uri, "Body": body})
+
+
+_COMPARED = ("Image", "Environment", "ModelDataUrl", "ModelDataSource")
+
+
+def model_differences(existing: Mapping[str, Any], planned: Call) -> list[str]:
+    """What differs between a model SageMaker holds (DescribeModel's answer) and the CreateModel
+    call the kit would make: the container's image, environment and model data, and the role."""
+    wanted = planned.params["PrimaryContainer"]
+    held = existing.get("PrimaryContainer", {})
+    differences = [
+        f"{key} is {held.get(key)!r}, not {wanted.get(key)!r}"
+        for key in _COMPARED
+        if (held.get(key) or None) != (wanted.get(key) or None)
+    ]
+    if existing.get("ExecutionRoleArn") != planned.params["ExecutionRoleArn"]:
+        role = planned.params["ExecutionRoleArn"]
+        differences.append(
+            f"ExecutionRoleArn is {existing.get('ExecutionRoleArn')!r}, not {role!r}"
+        )
+    return differences

@@ -1,27 +1,76 @@
 """Carrying out a plan of AWS calls with boto3, or printing it for `--dry-run`."""
 
+import contextlib
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
 
 import boto3
 from botocore import xform_name
 
-from vllm_sagemaker.deploy.aws.plan import Call, to_json
+from vllm_sagemaker.deploy.aws.plan import Call, Lines, to_json
+from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 POLL_S = 15.0
 
 
-def execute(calls: Sequence[Call], dry_run: bool) -> list[dict[str, Any]]:
-    """Make the calls in order (or print them as JSON and make none); their answers."""
+def execute(
+    calls: Sequence[Call], dry_run: bool, assumed: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Make the calls in order and return their answers; or, for a dry run, print them as JSON
+    (and on stderr what the plan had to assume) and make none."""
     if dry_run:
+        for assumption in assumed:
+            print(f"deploy: dry run: {assumption}", file=sys.stderr)
         print(to_json(calls))
         return []
-    return [
-        getattr(boto3.client(call.service), xform_name(call.operation))(**call.params)
-        for call in calls
-    ]
+    with _LineReader() as lines:
+        return [_make(call, lines) for call in calls]
+
+
+def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
+    body = call.params.get("Body")
+    if call.service == "file":
+        with storage.written(call.params["Path"]) as sink:
+            sink.write(body if isinstance(body, bytes) else str(body).encode())
+        return {}
+    operation = getattr(boto3.client(call.service), xform_name(call.operation))
+    if not isinstance(body, Lines):
+        answer: dict[str, Any] = operation(**call.params)
+        return answer
+    with tempfile.TemporaryFile() as part:
+        lines.copy(body, part)
+        part.seek(0)
+        answer = operation(**{**call.params, "Body": part})
+        return answer
+
+
+class _LineReader(contextlib.ExitStack):
+    """Copies `Lines` bodies out of their files, reading each file once when its parts come in
+    order (as a split's do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._source: str | None = None
+        self._records: Iterator[bytes] = iter(())
+        self._at = 0
+        self._open: contextlib.ExitStack | None = None
+
+    def copy(self, body: Lines, into: IO[bytes]) -> None:
+        if body.source != self._source or body.start < self._at:
+            if self._open is not None:
+                self._open.close()
+            self._open = self.enter_context(contextlib.ExitStack())
+            self._records = iter_records(self._open.enter_context(storage.reading(body.source)))
+            self._source, self._at = body.source, 0
+        for _ in range(body.start - self._at):
+            next(self._records)
+        for _ in range(body.end - body.start):
+            into.write(next(self._records) + b"\n")
+        self._at = body.end
 
 
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:

@@ -3,9 +3,16 @@
 SageMaker gives each input file to one instance only, so a job with fewer files than instances
 leaves instances idle. The input is split into at least as many parts as instances, each part a
 contiguous run of whole lines (so each part's `.out` keeps the input's order), nothing lost.
+The parts go under a prefix of the job's own, beside its output (`split_prefix`), never into the
+input's prefix, so a later job never reads an earlier job's parts.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from vllm_sagemaker.deploy.aws.plan import Call, Lines, put
+from vllm_sagemaker.handler.core import s3_uri
 
 
 def ranges(line_count: int, parts: int) -> list[tuple[int, int]]:
@@ -32,3 +39,33 @@ def parts_per_file(line_counts: Sequence[int], instances: int) -> list[int]:
         return [1] * len(line_counts)
     wanted = [max(1, -(-count * instances // total)) for count in line_counts]
     return [min(w, max(count, 1)) for w, count in zip(wanted, line_counts, strict=True)]
+
+
+def split_prefix(output: str, job: str) -> str:
+    """Where a job's input parts go: `<output>-<job>-parts/` beside the output prefix (the
+    bucket's `<job>-parts/` for an output at a bucket's root)."""
+    bucket, key = s3_uri.s3_parts(output)
+    base = key.rstrip("/")
+    return f"{s3_uri.S3}{bucket}/{base + '-' if base else ''}{job}-parts/"
+
+
+@dataclass(frozen=True)
+class Counted:
+    """An input file: its URI, its path under the input prefix, and how many lines it holds."""
+
+    uri: str
+    relative: str
+    lines: int
+
+
+def part_calls(files: Sequence[Counted], instances: int, target: str) -> list[Call]:
+    """The PutObject of every part of `files` under `target`: `a/b.jsonl` becomes
+    `a/b.part-00000.jsonl`, `a/b.part-00001.jsonl`, ... in line order."""
+    calls = []
+    counts = [file.lines for file in files]
+    for file, parts in zip(files, parts_per_file(counts, instances), strict=True):
+        relative = PurePosixPath(file.relative)
+        for index, (start, end) in enumerate(ranges(file.lines, parts)):
+            name = relative.with_name(f"{relative.stem}.part-{index:05d}{relative.suffix}")
+            calls.append(put(target + str(name), Lines(file.uri, start, end)))
+    return calls

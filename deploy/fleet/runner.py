@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from vllm_sagemaker.deploy.aws.plan import Call
+from vllm_sagemaker.deploy.aws.plan import Call, put
+from vllm_sagemaker.deploy.aws.run import execute
 from vllm_sagemaker.deploy.batch.runner import Sinks, Summary
 from vllm_sagemaker.deploy.fleet.jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
 from vllm_sagemaker.deploy.fleet.shards import (
@@ -223,21 +224,6 @@ async def run_shard(plan: Plan, layout: Layout, jobs: Jobs, name: str, at: JobSl
     _say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
 
 
-def planned_calls(plan: Plan, layout: Layout, jobs: SageMakerJobs, name: str) -> list[Call]:
-    """The CreateTransformJob calls a run would make for the shards still to run, in order."""
-    return [
-        jobs.call(
-            JobSpec(
-                job_name(name, shard.index, len(shard.jobs) + 1),
-                layout.shard_input(shard),
-                layout.shard_output(shard),
-                slot % jobs.slots,
-            )
-        )
-        for slot, shard in enumerate(pending(plan, layout))
-    ]
-
-
 def shard_answers(plan: Plan, layout: Layout) -> Iterator[bytes | RequestError]:
     """Every valid line's answer in input order: its `.out` line, or why it has none."""
     for shard in plan.shards:
@@ -339,6 +325,35 @@ def preview(batch: FleetBatch) -> Plan:
         return prepare(Source(batch.input, path), Layout(batch.work), *batch.shape, dry_run=True)
 
 
+def planned_calls(batch: FleetBatch, jobs: SageMakerJobs) -> list[Call]:
+    """What a run would write, in order: the shards and the plan (unless the work prefix holds
+    the plan already), a CreateTransformJob for every shard still to run, then the output (and
+    error) file. A run also rewrites the plan as each job starts and ends."""
+    layout = Layout(batch.work)
+    new = not storage.exists(layout.at(PLAN))
+    plan = preview(batch)
+    shards = [
+        put(layout.at(f"shards/{shard.name}/{INPUT_NAME}"), f"<{shard.lines} request lines>")
+        for shard in plan.shards
+    ]
+    created = [
+        jobs.call(
+            JobSpec(
+                job_name(batch.name, shard.index, len(shard.jobs) + 1),
+                layout.shard_input(shard),
+                layout.shard_output(shard),
+                slot % jobs.slots,
+            )
+        )
+        for slot, shard in enumerate(pending(plan, layout))
+    ]
+    merged = [put(batch.output, f"<{plan.lines} answer lines in input order>")]
+    if batch.error_file:
+        merged.append(put(batch.error_file, "<the lines that failed>"))
+    saved = [*shards, put(layout.at(PLAN), "<the plan>")] if new else []
+    return [*saved, *created, *merged]
+
+
 async def run(batch: FleetBatch, jobs: Jobs) -> int:
     """Prepare, run and merge; 0 when every line has an answer from its shard's job."""
     layout = Layout(batch.work)
@@ -356,10 +371,11 @@ async def run(batch: FleetBatch, jobs: Jobs) -> int:
     return 0 if complete else 1
 
 
-def cancel(work: str) -> int:
-    with storage.written(Layout(work).at(CANCEL)) as marker:
-        marker.write(b"cancel\n")
-    _say(f"no new job will start for {work}; running jobs finish and their output is kept")
+def cancel(work: str, dry_run: bool) -> int:
+    """Write the cancel marker under `work` (with `dry_run`, print that write instead)."""
+    execute([put(Layout(work).at(CANCEL), b"cancel\n")], dry_run)
+    if not dry_run:
+        _say(f"no new job will start for {work}; running jobs finish and their output is kept")
     return 0
 
 
