@@ -16,7 +16,7 @@ from vllm_sagemaker.handler.batches import admission
 from vllm_sagemaker.handler.batches import routes as batch_routes
 from vllm_sagemaker.handler.batches.window import BatchWindow
 from vllm_sagemaker.handler.core import kinds
-from vllm_sagemaker.handler.core.config import Config
+from vllm_sagemaker.handler.core.config import API_KEY_VAR, Config
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.routing import custom_attributes, is_batch_work
 from vllm_sagemaker.handler.lifecycle import RESTARTS, StopRequests
@@ -141,7 +141,8 @@ class SageMakerMiddleware:
         if path.startswith(adapters.PREFIX):
             logger.warning(
                 "%s refused without an API key. SageMaker's own adapter calls carry none: on "
-                "SageMaker, leave SM_VLLM_API_KEY unset (SigV4 guards the endpoint)",
+                "SageMaker, leave %s unset (SigV4 guards the endpoint)",
                 path,
+                API_KEY_VAR,
             )
         await respond_error(send, error, [(b"www-authenticate", b"Bearer")])

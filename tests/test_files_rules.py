@@ -230,3 +230,15 @@ def test_the_files_and_batches_routes_answer_with_or_without_v1(
     path: str, full: str | None
 ) -> None:
     assert routes.canonical(path) == full
+
+
+def test_a_store_it_creates_is_private(tmp_path: Path) -> None:
+    """Uploaded files are users' data: a store directory the server makes is its user's alone
+    (0700); one that exists already keeps its mode."""
+    Store(str(tmp_path / "new" / "store"))
+    assert (tmp_path / "new" / "store").stat().st_mode & 0o777 == 0o700
+    existing = tmp_path / "shared"
+    existing.mkdir(mode=0o755)
+    existing.chmod(0o755)
+    Store(str(existing))
+    assert existing.stat().st_mode & 0o777 == 0o755

@@ -122,7 +122,9 @@ class Store:
         self.files_dir = self.root / "files"
         self.batches_dir = self.root / "batches"
         try:
-            self.files_dir.mkdir(parents=True, exist_ok=True)
+            # A store it creates is the server's user's alone: uploaded files are users' data.
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.files_dir.mkdir(exist_ok=True)
             self.batches_dir.mkdir(exist_ok=True)
             with contextlib.closing(self._connect()) as db:
                 db.execute("PRAGMA journal_mode=WAL")
