@@ -139,7 +139,25 @@ def test_an_unknown_endpoint_stops_before_anything_is_written(
     )
     assert done.returncode == 1
     assert "no-such-endpoint" in done.stderr
-    assert not (tmp_path / "out.jsonl").read_bytes()
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_api_key_cannot_go_through_invoke_endpoint(tmp_path: Path) -> None:
+    done = cli.run(
+        "batch",
+        *cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(tmp_path / "out.jsonl"),
+            sagemaker_endpoint="chat",
+            api_key="k",
+        ),
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "batch: --api-key goes with --endpoint or --model: InvokeEndpoint cannot send one "
+        "(SigV4 guards a SageMaker endpoint)"
+    ]
 
 
 def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.ClientError:
@@ -164,6 +182,8 @@ def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.C
         (client_error("ModelError", 424, OriginalStatusCode=429), invoke.Throttled),
         (client_error("ModelError", 424, OriginalStatusCode=400), invoke.Refused),
         (client_error("ModelError", 424, OriginalStatusCode=413), invoke.Refused),
+        # the container wants an API key, which InvokeEndpoint cannot send: the run stops
+        (client_error("ModelError", 424, OriginalStatusCode=401), invoke.KeyRefused),
         (client_error("ValidationError", 400), invoke.InvocationFailed),
         (client_error("AccessDeniedException", 403), invoke.InvocationFailed),
     ],

@@ -1,9 +1,12 @@
-"""`vllm-sagemaker batch` on real engines: bad lines, error files, kill -9 and resume, S3 through
-moto, HTTP GET/PUT, stdin/stdout, and an engine started for the run."""
+"""`vllm-sagemaker batch` on real engines: bad lines, error files, kill -9 and resume, private
+staging, S3 through moto, HTTP GET/PUT, stdin/stdout, API keys, and an engine started for the
+run."""
 
 import gzip
 import http.server
 import json
+import os
+import stat
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -14,10 +17,14 @@ import boto3
 import pytest
 
 from tests import cli, processes, waiting
+from tests.conftest import API_KEY
 from tests.json_lines import parse_lines
 from tests.local_http import serving
-from tests.servers import Server
+from tests.servers import SERVE, Server
+from vllm_sagemaker.container.env_args import flag_value
+from vllm_sagemaker.deploy.batch import local_engine
 from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST
+from vllm_sagemaker.deploy.batch.staging import staged_path, why_not_private
 
 # The lines a run held mid-run has answered when the test kills it: three whole mini-batches.
 REFUSED = 3 * LINES_PER_REQUEST
@@ -149,6 +156,173 @@ def test_kill_9_then_resume_answers_every_line_once(chat_server: Server, tmp_pat
     statuses = [line["response"]["status_code"] for line in answers]
     assert statuses == [400] * REFUSED + [200] * (1500 - REFUSED)
     assert f"{REFUSED} from before".encode() in done.stderr
+
+
+def test_a_staged_output_is_private_and_gone_once_delivered(
+    chat_server: Server, tmp_path: Path
+) -> None:
+    """A `.gz` output is staged: held mid-run (the engine frozen once the refused lines are
+    answered), its answers are in a 0600 file in a 0700 directory and the output does not exist
+    yet; killed there and resumed, the run delivers every line once and removes both."""
+    lines = [completion(f"r{i}") for i in range(REFUSED + LINES_PER_REQUEST)]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(refused_first(lines)))
+    output, staging = tmp_path / "out.jsonl.gz", tmp_path / "staging"
+    args = [
+        *cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(output),
+            endpoint=chat_server.url,
+            output_tmp_dir=str(staging),
+            max_inflight="64",
+        )
+    ]
+    staged = Path(staged_path(str(output), str(staging)))
+    with chat_server.paused():
+        runner = processes.spawn([cli.VLLM_SAGEMAKER, "batch", *args], stderr=subprocess.DEVNULL)
+        held_mid_run(runner, REFUSED, staged)
+        assert stat.S_IMODE(staged.stat().st_mode) == 0o600
+        assert stat.S_IMODE(staged.parent.stat().st_mode) == 0o700
+        assert not output.exists()
+        processes.kill(runner)
+    done = batch(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    answers = read(gzip.decompress(output.read_bytes()))
+    assert [line["custom_id"] for line in answers] == [f"r{i}" for i in range(len(lines))]
+    assert f"{REFUSED} from before".encode() in done.stderr
+    assert list(staging.iterdir()) == []
+
+
+def stopped_early(tmp_path: Path, output: str) -> subprocess.CompletedProcess[bytes]:
+    """A run to `output` that stops before its first answer (its input does not exist)."""
+    done = batch(
+        *cli.options(
+            input_file=str(tmp_path / "missing.jsonl"),
+            output_file=output,
+            endpoint="http://127.0.0.1:9",
+            output_tmp_dir=str(tmp_path / "staging"),
+        )
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f"batch: cannot read {tmp_path / 'missing.jsonl'}: No such file or directory"
+    ]
+    return done
+
+
+@pytest.mark.parametrize("output", ["new/out.jsonl", "new/out.jsonl.gz", "s3://none/out.jsonl"])
+def test_a_run_that_stops_before_its_first_answer_creates_nothing(
+    tmp_path: Path, output: str
+) -> None:
+    """No output file, no parent folder, no staging directory."""
+    stopped_early(tmp_path, output if output.startswith("s3://") else str(tmp_path / output))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_stops_before_its_first_answer_keeps_an_earlier_output(tmp_path: Path) -> None:
+    earlier = tmp_path / "out.jsonl"
+    earlier.write_text("an answer of an earlier run\n")
+    stopped_early(tmp_path, str(earlier))
+    assert earlier.read_text() == "an answer of an earlier run\n"
+
+
+def stat_of(kind: int, mode: int, uid: int) -> os.stat_result:
+    return os.stat_result((kind | mode, 0, 0, 1, uid, 0, 0, 0, 0, 0))
+
+
+@pytest.mark.parametrize(
+    ("found", "problem"),
+    [
+        (stat_of(stat.S_IFDIR, 0o700, 1000), None),
+        (stat_of(stat.S_IFDIR, 0o750, 1000), "is open to other users (mode 750)"),
+        (stat_of(stat.S_IFDIR, 0o701, 1000), "is open to other users (mode 701)"),
+        (stat_of(stat.S_IFDIR, 0o700, 0), "belongs to another user (uid 0)"),
+        (stat_of(stat.S_IFLNK, 0o777, 1000), "is a symbolic link"),
+        (stat_of(stat.S_IFREG, 0o600, 1000), "is not a directory"),
+    ],
+)
+def test_what_makes_a_staging_directory_private(found: os.stat_result, problem: str) -> None:
+    assert why_not_private(found, 1000) == problem
+
+
+def test_a_staging_directory_others_can_enter_is_refused(tmp_path: Path) -> None:
+    """Another user may have made the directory a run would stage in (its name is known): the
+    run refuses it before it reads the input."""
+    output = str(tmp_path / "out.jsonl.gz")
+    shared = Path(staged_path(output, str(tmp_path))).parent
+    shared.mkdir()
+    shared.chmod(0o755)
+    done = batch(
+        *cli.options(
+            input_file=str(tmp_path / "missing.jsonl"),
+            output_file=output,
+            endpoint="http://127.0.0.1:9",
+            output_tmp_dir=str(tmp_path),
+        )
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f"batch: the staging directory {shared} is open to other users (mode 755): remove it, "
+        "or stage elsewhere with --output-tmp-dir"
+    ]
+    assert sorted(tmp_path.iterdir()) == [shared]
+
+
+def rerank(custom_id: str) -> dict[str, Any]:
+    body = {"query": "cat", "documents": ["a cat sits", "stocks fell"]}
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/rerank", "body": body}
+
+
+@pytest.mark.parametrize(
+    ("key", "env", "refusal"),
+    [
+        (API_KEY, "", None),
+        (None, API_KEY, None),  # VLLM_API_KEY when --api-key is not given
+        (
+            None,
+            "",
+            "{url} wants an API key (HTTP 401): pass it with --api-key or set VLLM_API_KEY",
+        ),
+        (
+            "wrong",
+            API_KEY,
+            "{url} refused the API key (HTTP 401): pass the container's key with --api-key or "
+            "VLLM_API_KEY",
+        ),
+    ],
+)
+def test_a_keyed_container_answers_with_its_key(
+    score_server: Server, tmp_path: Path, key: str | None, env: str, refusal: str | None
+) -> None:
+    """The score server requires API_KEY: with it every line is answered; without it, or with
+    another, one line says so and nothing is written (not even the output's folder)."""
+    (tmp_path / "in.jsonl").write_bytes(jsonl([rerank(f"k{i}") for i in range(40)]))
+    output = tmp_path / "new" / "out.jsonl"
+    args = cli.options(
+        input_file=str(tmp_path / "in.jsonl"), output_file=str(output), endpoint=score_server.url
+    )
+    done = cli.run("batch", *args, *(["--api-key", key] if key else []), env={"VLLM_API_KEY": env})
+    if refusal is None:
+        assert done.returncode == 0, done.stderr
+        answers = read(output.read_bytes())
+        assert [line["custom_id"] for line in answers] == [f"k{i}" for i in range(40)]
+        assert {line["response"]["status_code"] for line in answers} == {200}
+        return
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == ["batch: " + refusal.format(url=score_server.url)]
+    assert not output.parent.exists()
+
+
+def test_the_engine_of_a_run_listens_on_localhost_with_its_key() -> None:
+    """What `serve` would start for `--model` (its own dry run): vLLM binds 127.0.0.1 whatever
+    the options say, and requires the run's key."""
+    key = local_engine.new_key()
+    extra = ["--max-model-len", "128", "--host", "0.0.0.0"]
+    args, env = local_engine.command(SERVE, "/models/m", extra, 8123, key)
+    done = processes.run([*args, "--dry-run"], env=env, text=True)
+    assert done.returncode == 0, done.stderr
+    vllm = json.loads(done.stdout.splitlines()[0])
+    assert [vllm[i + 1] for i, arg in enumerate(vllm) if arg == "--host"][-1] == "127.0.0.1"
+    assert flag_value(vllm, "--api-key") == key
 
 
 def test_s3_gzip_input_and_output(chat_server: Server, aws: dict[str, str]) -> None:

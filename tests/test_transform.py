@@ -1,23 +1,30 @@
 """`vllm-sagemaker transform` against real engines, the way SageMaker drives a container:
 directories and S3 prefixes, MultiRecord and SingleRecord, JoinSource and filters, failures."""
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from tests import cli
+from tests.conftest import API_KEY
 from tests.json_lines import parse_lines
 from tests.servers import Server
+from vllm_sagemaker.deploy.fleet.jobs import JobSpec, LocalJobs, TransformSettings
+from vllm_sagemaker.deploy.fleet.shards import Job
 
 JSONL = "application/jsonlines"
 LINES = ["--split-type", "Line", "--assemble-with", "Line"]
 
 
-def transform(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
-    return cli.run("transform", "--endpoint", server.url, *args, text=True)
+def transform(
+    server: Server, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return cli.run("transform", "--endpoint", server.url, *args, text=True, env=env)
 
 
 def write_jsonl(path: Path, records: list[Any]) -> None:
@@ -176,3 +183,70 @@ def test_a_job_sagemaker_would_refuse_does_not_start(chat_server: Server, tmp_pa
     assert done.returncode == 2
     assert "--accept equal to --content-type" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+RERANK = [{"query": f"cat {i}", "documents": ["a cat sits", "stocks fell"]} for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("key", "env", "refusal"),
+    [
+        (API_KEY, "", None),
+        (None, API_KEY, None),  # VLLM_API_KEY when --api-key is not given
+        (
+            None,
+            "",
+            "{url} wants an API key (HTTP 401): pass it with --api-key or set VLLM_API_KEY",
+        ),
+        (
+            "wrong",
+            API_KEY,
+            "{url} refused the API key (HTTP 401): pass the container's key with --api-key or "
+            "VLLM_API_KEY",
+        ),
+    ],
+)
+def test_a_keyed_container_answers_with_its_key(
+    score_server: Server, tmp_path: Path, key: str | None, env: str, refusal: str | None
+) -> None:
+    """The score server requires API_KEY: with it every record is answered; without it, or with
+    another, the job stops with one line (exit status 2, the job cannot run) and no `.out`."""
+    for name in ("a", "b"):
+        write_jsonl(tmp_path / "in" / f"{name}.jsonl", RERANK)
+    done = transform(
+        score_server,
+        *cli.options(input=str(tmp_path / "in"), output=str(tmp_path / "out"), content_type=JSONL),
+        *LINES,
+        *(["--api-key", key] if key else []),
+        env={"VLLM_API_KEY": env},
+    )
+    if refusal is None:
+        assert done.returncode == 0, done.stderr
+        for name in ("a", "b"):
+            answers = read_jsonl(tmp_path / "out" / f"{name}.jsonl.out")
+            assert [len(line["results"]) for line in answers] == [2, 2, 2]
+        return
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["transform: " + refusal.format(url=score_server.url)]
+    assert [path for path in (tmp_path / "out").rglob("*") if path.is_file()] == []
+
+
+@pytest.mark.parametrize(("key", "status"), [(API_KEY, "Completed"), (None, "Failed")])
+def test_local_fleet_jobs_send_the_api_key(
+    score_server: Server, tmp_path: Path, key: str | None, status: str
+) -> None:
+    """`deploy batch --local` runs each shard with the transform runner: the key reaches the
+    container; without it the shard fails with the one line that names --api-key."""
+    write_jsonl(tmp_path / "shard" / "part.jsonl", RERANK)
+    job = Job("try-0-1")
+    spec = JobSpec(job.name, str(tmp_path / "shard"), str(tmp_path / "out"), 0)
+    jobs = LocalJobs([score_server.url], TransformSettings(), api_key=key)
+    asyncio.run(jobs.run(spec, job, lambda: None))
+    assert job.status == status
+    if key:
+        assert len(read_jsonl(tmp_path / "out" / "part.jsonl.out")) == len(RERANK)
+    else:
+        assert (
+            job.reason == f"{score_server.url} wants an API key (HTTP 401): pass it with "
+            "--api-key or set VLLM_API_KEY"
+        )

@@ -1,8 +1,15 @@
-"""`serve` started for the length of one run: a free local port, ready when /ping says 200."""
+"""`serve` started for the length of one run: a free local port, ready when /ping says 200.
+
+The engine is for the run alone: it listens on 127.0.0.1 only (`serve` itself binds 0.0.0.0, as
+a container must) and requires an API key, a fresh random one unless `--api-key` gives it, so
+neither its routes nor its Files and Batches API are open to the network or to other local users
+while the run goes on.
+"""
 
 import contextlib
 import functools
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -19,6 +26,7 @@ from vllm_sagemaker.handler.core import prctl
 
 START_TIMEOUT_S = 900.0
 POLL_S = 0.25
+HOST = "127.0.0.1"
 
 
 class EngineFailed(RuntimeError):
@@ -27,8 +35,29 @@ class EngineFailed(RuntimeError):
 
 def _free_port() -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((HOST, 0))
         return sock.getsockname()[1]
+
+
+def new_key() -> str:
+    """A fresh random API key for one run's engine. Hex, never URL-safe base64: a key starting
+    with `-` would reach vLLM's `--api-key` as an option of its own."""
+    return secrets.token_hex(32)
+
+
+def command(
+    serve: str, model: str, extra: Sequence[str], port: int, api_key: str
+) -> tuple[list[str], dict[str, str]]:
+    """The arguments and environment of `serve` for the run: `extra` (options for vLLM), then
+    `--host 127.0.0.1`, last so that it wins; the key as SM_VLLM_API_KEY, which both vLLM and
+    our handler take over a VLLM_API_KEY the environment may hold."""
+    env = {
+        **os.environ,
+        "SM_VLLM_MODEL": model,
+        "SAGEMAKER_BIND_TO_PORT": str(port),
+        "SM_VLLM_API_KEY": api_key,
+    }
+    return [serve, *extra, "--host", HOST], env
 
 
 def spawn_tied(args: Sequence[str], env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
@@ -50,17 +79,16 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 @contextlib.contextmanager
-def serving(model: str, extra: Sequence[str]) -> Iterator[str]:
-    """Start `serve` for `model` (vLLM options in `extra`); yield its URL once ready; stop it
-    with SIGTERM at the end."""
+def serving(model: str, extra: Sequence[str], api_key: str) -> Iterator[str]:
+    """Start `serve` for `model` (vLLM options in `extra`) on 127.0.0.1, requiring `api_key`;
+    yield its URL once ready; stop it with SIGTERM at the end."""
     port = _free_port()
-    serve = str(Path(sys.executable).with_name("serve"))
-    env = {**os.environ, "SM_VLLM_MODEL": model, "SAGEMAKER_BIND_TO_PORT": str(port)}
+    args, env = command(str(Path(sys.executable).with_name("serve")), model, extra, port, api_key)
     with tempfile.TemporaryDirectory(prefix="vllm-sagemaker-engine-") as tmp:
         log = Path(tmp) / "serve.log"
         with log.open("wb") as out:
-            process = spawn_tied([serve, *extra], env, out)
-        url = f"http://127.0.0.1:{port}"
+            process = spawn_tied(args, env, out)
+        url = f"http://{HOST}:{port}"
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             while not _ready(url):

@@ -8,26 +8,23 @@ container is reached at a URL, or as a SageMaker endpoint through the runtime AP
 lines. At most `--max-inflight` lines are in flight; answers are appended to the output as each
 mini-batch finishes, in input order, so memory stays flat and a crash loses at most the lines in
 flight. `--resume` reads back what the output already holds (repairing a half-written last line)
-and answers only the rest.
+and answers only the rest; remote, `.gz` and stdout outputs are staged in a private directory
+until they are delivered (`deploy.batch.staging`). A container that wants an API key is sent
+`--api-key` (or `VLLM_API_KEY`); one that refuses the call (401) stops the run with one line.
 """
 
 import argparse
 import asyncio
 import contextlib
-import hashlib
-import os
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
-import httpx
 from tqdm import tqdm
 
-from vllm_sagemaker.deploy.batch import local_engine, targets
+from vllm_sagemaker.deploy.batch import local_engine, staging, targets
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Destination
 from vllm_sagemaker.deploy.io import invoke, storage
@@ -39,7 +36,6 @@ from vllm_sagemaker.handler.core.batch_lines import (
     Outcome,
     checked_lines,
     outcome,
-    repair,
 )
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.formats import batch_error_line
@@ -50,7 +46,6 @@ LINES_PER_REQUEST = 32
 DEFAULT_MAX_INFLIGHT = 512
 DEFAULT_RETRIES = 5
 LOG_EVERY_S = 10.0
-DEFAULT_TMP_DIR = str(Path(tempfile.gettempdir()) / "vllm-sagemaker-batch")
 
 
 @dataclass
@@ -87,21 +82,20 @@ class Summary:
         return f"{self.counts()}, {seconds:.1f} s, {rate:.1f} lines/s{waited}"
 
 
-def staged_path(uri: str, tmp_dir: str) -> str:
-    """Where answers for `uri` are appended while the run goes on: the file itself for a plain
-    local path, else a file in `tmp_dir` named after the URI (so `--resume` finds it)."""
-    if storage.is_local(uri) and not storage.compressed(uri):
-        return uri
-    digest = hashlib.sha256(uri.encode()).hexdigest()[:16]
-    return str(Path(tmp_dir) / f"batch-{digest}.jsonl")
+class Writer(Protocol):
+    """An open file, or a `staging.Sink` that opens its file at the first answer."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass
 class Sinks:
     """The output file and the optional error file, appended to as lines finish."""
 
-    output: IO[bytes]
-    errors: IO[bytes] | None
+    output: Writer
+    errors: Writer | None
 
     def write(self, line: bytes, result: Outcome) -> None:
         sink = self.errors if self.errors is not None and not result.succeeded else self.output
@@ -127,8 +121,12 @@ class BatchJob:
     max_inflight: int = DEFAULT_MAX_INFLIGHT
     max_retries: int = DEFAULT_RETRIES
     resume: bool = False
-    output_tmp_dir: str = DEFAULT_TMP_DIR
+    # Where remote, .gz and stdout outputs are staged (None: the system's temporary directory).
+    output_tmp_dir: str | None = None
     timeout_s: float = 600.0
+    # The key sent to --endpoint's container, or required by --model's engine (None there: a
+    # fresh random one).
+    api_key: str | None = None
 
 
 @dataclass
@@ -286,41 +284,37 @@ async def destination_for(job: BatchJob, pace: Pace) -> AsyncIterator[Destinatio
         return
     with contextlib.ExitStack() as stack:
         if job.endpoint:
-            url = job.endpoint.rstrip("/")
+            url, key = job.endpoint, job.api_key
         else:
             assert job.model is not None
-            url = stack.enter_context(local_engine.serving(job.model, job.serve_args))
-        async with httpx.AsyncClient(base_url=url) as client:
+            key = job.api_key or local_engine.new_key()
+            url = stack.enter_context(local_engine.serving(job.model, job.serve_args, key))
+        async with invoke.client(url, key) as client:
             container = targets.Container(client, job.max_retries, job.timeout_s, pace)
             await container.ready()
             yield container
 
 
-def open_sink(
-    uri: str, job: BatchJob, summary: Summary, answered: Answered, stack: contextlib.ExitStack
-) -> tuple[str, IO[bytes]]:
-    path = staged_path(uri, job.output_tmp_dir)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    if job.resume and os.path.exists(path):
-        for result in repair(path):
+async def run(job: BatchJob) -> Summary:
+    """Answer the input's lines; the outputs are created at the first answer and delivered at
+    the end."""
+    summary, answered = Summary(), Answered()
+
+    def sink_for(uri: str) -> staging.Sink:
+        return staging.Sink(uri, job.output_tmp_dir, job.resume)
+
+    output = sink_for(job.output)
+    errors = sink_for(job.error_file) if job.error_file else None
+    outputs = [sink for sink in (output, errors) if sink is not None]
+    for sink in outputs:
+        for result in sink.earlier():
             answered.add(result)
             summary.count(result)
             summary.resumed += 1
-    elif os.path.exists(path):
-        os.truncate(path, 0)
-    return path, stack.enter_context(open(path, "ab"))
-
-
-async def run(job: BatchJob) -> Summary:
-    summary, answered = Summary(), Answered()
+    sinks = Sinks(output, errors)
     with contextlib.ExitStack() as stack:
-        output_path, output = open_sink(job.output, job, summary, answered, stack)
-        error_path, errors = (
-            open_sink(job.error_file, job, summary, answered, stack)
-            if job.error_file
-            else (None, None)
-        )
-        sinks = Sinks(output, errors)
+        for sink in outputs:
+            stack.callback(sink.close)
         source = stack.enter_context(storage.reading(job.input))
         pace = Pace(most_calls(job))
         async with destination_for(job, pace) as destination:
@@ -347,10 +341,8 @@ async def run(job: BatchJob) -> Summary:
                 )
             finally:
                 seconds = progress.close()
-        sinks.flush()
-    storage.publish(output_path, job.output)
-    if job.error_file and error_path:
-        storage.publish(error_path, job.error_file)
+        for sink in outputs:
+            sink.deliver()
     print(f"batch: {summary.line(seconds)}", file=sys.stderr)
     return summary
 
@@ -414,14 +406,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--output-tmp-dir",
-        default=DEFAULT_TMP_DIR,
-        help="where remote or .gz outputs are staged until the end",
+        metavar="DIR",
+        help="where remote, .gz and stdout outputs are staged until the end, in a private "
+        "directory removed once they are delivered (default: the system's temporary directory)",
+    )
+    invoke.add_api_key_argument(
+        parser,
+        "; with --model, the key the started engine requires (default: a fresh random one); "
+        "not with --sagemaker-endpoint",
     )
 
 
 def main(args: argparse.Namespace, extra: list[str]) -> int:
     if extra and not args.model:
         print(f"batch: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return 2
+    if args.api_key and args.sagemaker_endpoint:
+        print(
+            "batch: --api-key goes with --endpoint or --model: InvokeEndpoint cannot send one "
+            "(SigV4 guards a SageMaker endpoint)",
+            file=sys.stderr,
+        )
         return 2
     missing = server_missing("batch --model") if args.model else None
     if missing:
@@ -441,10 +446,11 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
         max_retries=args.max_retries,
         resume=args.resume,
         output_tmp_dir=args.output_tmp_dir,
+        api_key=args.api_key if args.model else invoke.api_key(args.api_key),
     )
     try:
         asyncio.run(run(job))
-    except storage.Unreachable as error:
+    except (storage.Unreachable, invoke.KeyRefused) as error:
         print(f"batch: {error}", file=sys.stderr)
         return 1
     except (local_engine.EngineFailed, invoke.InvocationFailed, invoke.NotReady) as error:

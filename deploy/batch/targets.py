@@ -8,7 +8,9 @@ both: a model's refusal of the whole call (a 4xx other than 408 and 429) raises 
 and its lines become error lines; a 429 (the container keeps its engine for live traffic) or the
 service's throttling is waited out and halves the calls in flight (`deploy.batch.pace`), never a
 failure; a model not ready, timeouts and 5xx are retried with backoff; `invoke.InvocationFailed`
-(retries used up, or a call the service refused) ends the run, which `--resume` finishes.
+(retries used up, or a call the service refused) ends the run, which `--resume` finishes. A 401
+(the container wants an API key) raises `invoke.KeyRefused`, which ends the run with one line: a
+container is sent its key by the client `invoke.client` makes; InvokeEndpoint cannot send one.
 """
 
 import asyncio
@@ -89,7 +91,8 @@ class Container:
 
 def classify(error: botocore.exceptions.ClientError) -> Exception:
     """What an InvokeEndpoint error means for the mini-batch: retry it (`invoke.Retryable`),
-    answer its lines with errors (`invoke.Refused`), or stop the run (`invoke.InvocationFailed`)."""
+    answer its lines with errors (`invoke.Refused`), or stop the run (`invoke.InvocationFailed`;
+    `invoke.KeyRefused` for a container that wants an API key)."""
     response: dict[str, Any] = error.response
     code = response.get("Error", {}).get("Code", "")
     message = response.get("Error", {}).get("Message") or str(error)
@@ -98,6 +101,11 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
         original = str(response.get("OriginalMessage") or message)
         if status == 429:
             return invoke.Throttled(f"the model answered HTTP 429: {original[:500]}")
+        if status == 401:
+            return invoke.KeyRefused(
+                "the endpoint's container wants an API key (HTTP 401), which InvokeEndpoint "
+                "cannot send: on SageMaker, leave SM_VLLM_API_KEY unset (SigV4 guards the endpoint)"
+            )
         if status in invoke.RETRY_STATUSES or status == 0:
             return invoke.Retryable(f"the model answered HTTP {status}: {original[:500]}")
         return invoke.Refused(status, original)

@@ -111,19 +111,23 @@ class LocalJobs:
 
     can_attach = False
 
-    def __init__(self, endpoints: Sequence[str], settings: TransformSettings) -> None:
+    def __init__(
+        self, endpoints: Sequence[str], settings: TransformSettings, api_key: str | None = None
+    ) -> None:
         self.endpoints = list(endpoints)
         self.slots = len(self.endpoints)
         self.settings = settings
+        # Sent to every container as it is (the caller resolves --api-key and VLLM_API_KEY).
+        self.api_key = api_key
 
     async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
         started()
         begun = time.monotonic()
         endpoint = self.endpoints[spec.slot % self.slots]
-        shard_job = transform_job(endpoint, spec.input, spec.output, self.settings)
+        shard_job = transform_job(endpoint, spec.input, spec.output, self.settings, self.api_key)
         try:
             failed = await transform.transform_all(shard_job, quiet=True)
-        except (invoke.NotReady, transform.JobError, OSError) as error:
+        except (invoke.NotReady, invoke.KeyRefused, transform.JobError, OSError) as error:
             failed = {spec.input: str(error)}
         job.seconds = time.monotonic() - begun
         job.status = "Failed" if failed else "Completed"
@@ -131,9 +135,14 @@ class LocalJobs:
 
 
 def transform_job(
-    endpoint: str, input_uri: str, output: str, settings: TransformSettings
+    endpoint: str,
+    input_uri: str,
+    output: str,
+    settings: TransformSettings,
+    api_key: str | None = None,
 ) -> transform.TransformJob:
-    """A shard's transform job as SageMaker runs it, for the local transform runner."""
+    """A shard's transform job as SageMaker runs it, for the local transform runner (`api_key`
+    for a container started with one)."""
     return transform.TransformJob(
         endpoint=endpoint,
         input=input_uri,
@@ -147,4 +156,5 @@ def transform_job(
         assemble_lines=True,
         max_retries=aws_plan.TRANSFORM_RETRIES,
         timeout_s=aws_plan.TRANSFORM_INVOCATION_TIMEOUT_S,
+        api_key=api_key,
     )

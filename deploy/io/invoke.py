@@ -3,9 +3,16 @@
 
 With a `Pace` (batch work), a 429 is the container throttling batch work for live traffic
 (`Throttled`): it is retried after its Retry-After without counting as a retry, and it halves
-the calls in flight."""
+the calls in flight.
 
+A container started with an API key (`SM_VLLM_API_KEY`) answers 401 to a call without it or
+with another one; no retry or other line can change that, so `KeyRefused` stops the run with one
+line naming `--api-key` and `VLLM_API_KEY`. Every client that calls a container is made by
+`client`, which sends the key (the one place the header is written)."""
+
+import argparse
 import asyncio
+import os
 import random
 from collections.abc import Awaitable, Callable
 
@@ -17,6 +24,10 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0
 # The wait after a 429 without a usable Retry-After.
 THROTTLE_WAIT_S = 1.0
+# Where the clients find a container's API key when --api-key is not given: the variable a
+# local `serve` (vLLM's own, and our handler's) reads its key from. Not OPENAI_API_KEY: that
+# often holds a real OpenAI secret, which would go to every URL a client is pointed at.
+API_KEY_VARIABLE = "VLLM_API_KEY"
 
 
 class InvocationFailed(Exception):
@@ -30,6 +41,45 @@ class Refused(InvocationFailed):
         super().__init__(f"HTTP {status}: {message[:500]}")
         self.status = status
         self.message = message
+
+
+class KeyRefused(Exception):
+    """The container answered 401: it wants an API key, or another one; the message says so."""
+
+
+def key_refused(where: str, sent: bool) -> KeyRefused:
+    """The one line a 401 gives, for a call made with (`sent`) or without a key."""
+    if sent:
+        return KeyRefused(
+            f"{where} refused the API key (HTTP 401): pass the container's key with --api-key "
+            f"or {API_KEY_VARIABLE}"
+        )
+    return KeyRefused(
+        f"{where} wants an API key (HTTP 401): pass it with --api-key or set {API_KEY_VARIABLE}"
+    )
+
+
+def add_api_key_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """`--api-key`, the same on every command that calls a container. The variable is read when
+    the command runs (`api_key`), never shown as a default: it is a secret."""
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="the container's API key, sent as 'Authorization: Bearer KEY' "
+        f"(default: ${API_KEY_VARIABLE}){note}",
+    )
+
+
+def api_key(given: str | None) -> str | None:
+    """The key to send: `--api-key`, else VLLM_API_KEY, else none (an empty value is none)."""
+    return given or os.environ.get(API_KEY_VARIABLE) or None
+
+
+def client(url: str, key: str | None) -> httpx.AsyncClient:
+    """An HTTP client for the container at `url`, sending `Authorization: Bearer <key>` on every
+    call when there is a key (`/ping` and `/execution-parameters` need none, and ignore it)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers)
 
 
 class Retryable(Exception):
@@ -96,7 +146,7 @@ async def post(
     timeout_s: float,
     pace: Pace | None = None,
 ) -> bytes:
-    """The 200 answer's body."""
+    """The 200 answer's body; `KeyRefused` on a 401."""
 
     async def attempt() -> bytes:
         try:
@@ -107,6 +157,9 @@ async def post(
             raise Retryable(f"{type(error).__name__}: {error}") from None
         if response.status_code == 200:
             return response.content
+        if response.status_code == 401:
+            where = str(client.base_url).rstrip("/")
+            raise key_refused(where, "authorization" in client.headers)
         if response.status_code == 429:
             wait = retry_after_s(response.headers.get("retry-after"))
             raise Throttled(f"HTTP 429: {response.text[:500]}", wait)

@@ -4,7 +4,8 @@ It drives the container the way SageMaker does: GET /ping until ready, GET /exec
 then POST /invocations with mini-batches packed from every input file, at most
 MaxConcurrentTransforms at a time. Each input `X` gives `X.out` (beside X's relative path under
 the output), written only when every request for X succeeded: like SageMaker, a failed request
-(after retries) leaves no `.out` for its file and makes the job fail at the end.
+(after retries) leaves no `.out` for its file and makes the job fail at the end. A container that
+wants an API key (`--api-key`, `VLLM_API_KEY`) and did not get it stops the job with one line.
 """
 
 import argparse
@@ -62,6 +63,7 @@ class TransformJob:
     max_retries: int = 3
     timeout_s: float = 600.0
     resume: bool = False
+    api_key: str | None = None
 
     def headers(self) -> dict[str, str]:
         headers = {}
@@ -209,11 +211,15 @@ async def transform_file(
 
 async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str]:
     """Run the job; why each input file that failed did (none when all were transformed).
-    `quiet` hides the progress bar (when the caller shows its own)."""
+    `quiet` hides the progress bar (when the caller shows its own). `invoke.KeyRefused` when
+    the container wants an API key it did not get."""
     check(job)
     files = storage.list_inputs(job.input)
     failed: dict[str, str] = {}
-    async with httpx.AsyncClient(base_url=job.endpoint.rstrip("/")) as client:
+    # A 401 fails every file alike: the first one ends the job, and files not begun yet are not
+    # sent (gather leaves no task running).
+    refused: list[invoke.KeyRefused] = []
+    async with invoke.client(job.endpoint, job.api_key) as client:
         runner = Runner(job, client)
         await invoke.wait_ready(client, PING_WAIT_S)
         chosen = settings(job, await runner.execution_parameters())
@@ -224,18 +230,25 @@ async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str
             unit="B",
             unit_scale=True,
             desc="transform",
-            disable=quiet,
+            # None: on a terminal only, so logs and pipes get the job's own lines alone.
+            disable=True if quiet else None,
         ) as progress:
 
             async def one(file: storage.InputFile) -> None:
                 async with opened_files:
+                    if refused:
+                        return
                     try:
                         await transform_file(runner, chosen, file, slots, progress)
+                    except invoke.KeyRefused as error:
+                        refused.append(error)
                     except (FileFailed, OSError) as error:
                         failed[file.uri] = str(error)
                         progress.set_postfix(failed=len(failed))
 
             await asyncio.gather(*(one(file) for file in files))
+    if refused:
+        raise refused[0]
     return failed
 
 
@@ -276,6 +289,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="skip input files whose .out already exists"
     )
+    invoke.add_api_key_argument(parser)
 
 
 def job_from_args(args: argparse.Namespace) -> TransformJob:
@@ -299,12 +313,20 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
         max_retries=args.max_retries,
         timeout_s=args.timeout,
         resume=args.resume,
+        api_key=invoke.api_key(args.api_key),
     )
 
 
 def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run(job_from_args(args)))
-    except (JobError, JsonPathError, FileNotFoundError, ValueError, invoke.NotReady) as error:
+    except (
+        JobError,
+        JsonPathError,
+        FileNotFoundError,
+        ValueError,
+        invoke.NotReady,
+        invoke.KeyRefused,
+    ) as error:
         print(f"transform: {error}", file=sys.stderr)
         return 2
