@@ -23,6 +23,7 @@ from typing import BinaryIO
 import httpx
 
 from vllm_sagemaker.handler.core import prctl
+from vllm_sagemaker.handler.core.config import API_KEY_VAR
 
 START_TIMEOUT_S = 900.0
 POLL_S = 0.25
@@ -55,7 +56,7 @@ def command(
         **os.environ,
         "SM_VLLM_MODEL": model,
         "SAGEMAKER_BIND_TO_PORT": str(port),
-        "SM_VLLM_API_KEY": api_key,
+        API_KEY_VAR: api_key,
     }
     return [serve, *extra, "--host", HOST], env
 
