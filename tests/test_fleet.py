@@ -15,6 +15,7 @@ import boto3
 import pytest
 
 from tests import cli
+from tests.conftest import API_KEY
 from tests.json_lines import parse_lines
 from tests.servers import Server
 from tests.test_batch_runner import jsonl
@@ -364,3 +365,40 @@ def test_shard_sizes(requests: int, instances: int, shard_lines: int, sizes: lis
 def test_job_names_stay_valid() -> None:
     name = job_name("a-very-long-batch-name-" * 4, 12, 3)
     assert len(name) <= MAX_JOB_NAME and name.endswith("-00012-3")
+
+
+@pytest.mark.parametrize("key", [API_KEY, None])
+def test_a_local_fleet_sends_the_api_key(
+    score_server: Server, tmp_path: Path, key: str | None
+) -> None:
+    """`deploy batch --local URL --api-key K` against a keyed container: every line answered;
+    without the key each shard fails, its lines' errors naming --api-key."""
+    lines = [
+        {
+            "custom_id": f"r{i}",
+            "method": "POST",
+            "url": "/v1/rerank",
+            "body": {"query": f"cat {i}", "documents": ["a cat sits", "stocks fell"]},
+        }
+        for i in range(4)
+    ]
+    done = local_fleet(
+        tmp_path,
+        jsonl(lines),
+        "--local",
+        score_server.url,
+        *(["--api-key", key] if key else []),
+        name="keyed",
+        error_file=str(tmp_path / "errors.jsonl"),
+    )
+    output = parse_lines((tmp_path / "out.jsonl").read_bytes())
+    errors = parse_lines((tmp_path / "errors.jsonl").read_bytes())
+    if key:
+        assert done.returncode == 0, done.stderr
+        assert [line["custom_id"] for line in output] == ["r0", "r1", "r2", "r3"]
+        assert [len(line["response"]["body"]["results"]) for line in output] == [2] * 4
+        assert errors == []
+        return
+    assert done.returncode == 1
+    assert output == [] and [line["custom_id"] for line in errors] == ["r0", "r1", "r2", "r3"]
+    assert all("wants an API key" in line["error"]["message"] for line in errors)

@@ -26,6 +26,7 @@ from vllm_sagemaker.deploy.aws.reads import Reads
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.deploy.io.invoke import add_api_key_argument, api_key
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
@@ -225,7 +226,8 @@ def fleet_batch(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(fleet.preview(batch).to_json() + b"\n")
             return 0
         if args.local:
-            return asyncio.run(fleet.run(batch, LocalJobs(args.local, settings)))
+            jobs = LocalJobs(args.local, settings, api_key(args.api_key))
+            return asyncio.run(fleet.run(batch, jobs))
         return _fleet_on_sagemaker(args, batch, settings)
     except fleet.Unusable as error:
         _say(str(error))
@@ -512,6 +514,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fleet_job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     fleet_job.add_argument("--role", help=f"execution role ARN (default ${ROLE_VARIABLE})")
     fleet.add_arguments(fleet_job)
+    add_api_key_argument(fleet_job, " (with --local)")
     fleet_job.set_defaults(handler=fleet_batch)
 
     call = commands.add_parser("invoke", parents=[common], help="call an endpoint")
