@@ -207,16 +207,16 @@ def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> N
     assert done.returncode == 0, done.stderr
     job = boto3.client("sagemaker").describe_transform_job(TransformJobName="job")
     prefix = job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
-    assert prefix == "s3://jobs-data/out-job-parts/"
+    assert prefix == "s3://jobs-data/out-parts/job/"
     keys = sorted(
         o["Key"]
-        for o in s3.list_objects_v2(Bucket="jobs-data", Prefix="out-job-parts/")["Contents"]
+        for o in s3.list_objects_v2(Bucket="jobs-data", Prefix="out-parts/job/")["Contents"]
     )
     assert len(keys) >= 3
     joined = b"".join(s3.get_object(Bucket="jobs-data", Key=k)["Body"].read() for k in keys)
     assert joined.splitlines() == lines
     assert done.stdout.splitlines() == [
-        f"s3://jobs-data/out/{key.removeprefix('out-job-parts/')}.out" for key in keys
+        f"s3://jobs-data/out/{key.removeprefix('out-parts/job/')}.out" for key in keys
     ]
 
 
@@ -339,16 +339,100 @@ def test_which_names_are_versions_of_chat(candidate: str, ours: bool) -> None:
     assert aws_plan.is_version_of("chat", candidate) is ours
 
 
-def test_model_differences() -> None:
-    planned = aws_plan.create_model("m", IMAGE, aws_plan.ModelSource(model_id="org/a"), {}, ROLE)
-    held = {"PrimaryContainer": dict(planned.params["PrimaryContainer"]), "ExecutionRoleArn": ROLE}
-    assert aws_plan.model_differences(held, planned) == []
-    held["PrimaryContainer"]["Environment"] = {"HF_MODEL_ID": "org/b"}
-    held["ExecutionRoleArn"] = "arn:aws:iam::1:role/Other"
-    assert aws_plan.model_differences(held, planned) == [
-        "Environment is {'HF_MODEL_ID': 'org/b'}, not {'HF_MODEL_ID': 'org/a'}",
-        f"ExecutionRoleArn is 'arn:aws:iam::1:role/Other', not {ROLE!r}",
-    ]
+PREFIX_SOURCE = aws_plan.ModelSource(model_prefix="s3://m/llama/")
+
+
+@pytest.mark.parametrize(
+    ("held", "role_known", "differences"),
+    [
+        ({}, True, []),
+        # DescribeModel adds fields of its own: not differences.
+        ({"Mode": "SingleModel"}, True, []),
+        (
+            {
+                "ModelDataSource": {
+                    "S3DataSource": {
+                        "S3Uri": "s3://m/llama/",
+                        "S3DataType": "S3Prefix",
+                        "CompressionType": "None",
+                        "ETag": "abc",
+                        "ManifestS3Uri": "s3://m/manifest",
+                    }
+                }
+            },
+            True,
+            [],
+        ),
+        (
+            {"Image": "other:v2"},
+            True,
+            [f"Image is 'other:v2', not {IMAGE!r}"],
+        ),
+        (
+            {"Environment": {"SM_VLLM_MAX_MODEL_LEN": "4096"}},
+            True,
+            ["Environment is {'SM_VLLM_MAX_MODEL_LEN': '4096'}, not {}"],
+        ),
+        (
+            {"ExecutionRoleArn": "arn:aws:iam::1:role/Other"},
+            True,
+            [f"ExecutionRoleArn is 'arn:aws:iam::1:role/Other', not {ROLE!r}"],
+        ),
+        # A dry run without a role compares everything else.
+        ({"ExecutionRoleArn": "arn:aws:iam::1:role/Other"}, False, []),
+    ],
+)
+def test_model_differences(held: dict[str, Any], role_known: bool, differences: list[str]) -> None:
+    planned = aws_plan.create_model("m", IMAGE, PREFIX_SOURCE, {}, ROLE)
+    container = {**planned.params["PrimaryContainer"]}
+    existing: dict[str, Any] = {"PrimaryContainer": container, "ExecutionRoleArn": ROLE}
+    for key, value in held.items():
+        (existing if key == "ExecutionRoleArn" else container)[key] = value
+    assert aws_plan.model_differences(existing, planned, role_known) == differences
+
+
+@pytest.mark.parametrize(
+    ("output", "job", "prefix"),
+    [
+        ("s3://b/results/", "llama", "s3://b/results-parts/llama/"),
+        ("s3://b/results", "llama", "s3://b/results-parts/llama/"),
+        ("s3://b/", "llama", "s3://b/parts/llama/"),
+        ("s3://b", "x-y", "s3://b/parts/x-y/"),
+    ],
+)
+def test_split_prefix(output: str, job: str, prefix: str) -> None:
+    assert split.split_prefix(output, job) == prefix
+
+
+@pytest.mark.parametrize(
+    ("input_prefix", "target", "overlap"),
+    [
+        ("s3://b/in/", "s3://b/out-parts/job/", False),
+        ("s3://b/data/", "s3://b/data/res-parts/job/", True),
+        ("s3://b/out", "s3://b/out-parts/job/", True),
+        ("s3://b/out-parts/job/a/", "s3://b/out-parts/job/", True),
+    ],
+)
+def test_parts_must_not_overlap_the_input(input_prefix: str, target: str, overlap: bool) -> None:
+    assert split.overlap(input_prefix, target) is overlap
+
+
+@pytest.mark.parametrize(
+    ("key", "part"),
+    [
+        ("out-parts/job/a.part-00000.jsonl", True),
+        ("out-parts/job/d/a.b.part-00012.jsonl", True),
+        ("out-parts/job/a.part-00003", True),
+        ("out-parts/job/a.jsonl.part-00001.gz", True),
+        ("out-parts/job/a.jsonl", False),
+        ("out-parts/job/a.part-1.jsonl", False),
+        ("out-parts/job/notes.txt", False),
+    ],
+)
+def test_which_objects_are_parts(key: str, part: bool) -> None:
+    assert split.is_part(key) is part
+    if part:
+        assert split.part_name("d/a.jsonl", 7) == "d/a.part-00007.jsonl"
 
 
 def test_a_dry_run_that_cannot_read_says_what_it_assumed() -> None:

@@ -20,18 +20,19 @@ from botocore.awsrequest import AWSResponse
 from tests.test_deploy import IMAGE, ROLE, model_options
 from tests.test_fleet import fleet_args
 from vllm_sagemaker.container import cli
-from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.io import storage
 
-# The parameter that names what a call touches, by operation.
+# The parameter that names what a call touches, first found first.
 _TARGETS = (
     "EndpointName",
+    "TransformJobName",
     "EndpointConfigName",
     "ModelName",
-    "TransformJobName",
     "repositoryName",
     "Key",
 )
+# Operations that only read: all a dry run may call.
+_READS = ("Describe", "List", "Get", "Head")
 # What differs between two runs of one plan: the update's version and the async body's name.
 _VOLATILE = re.compile(r"\d{8}-\d{6}|[0-9a-f]{32}")
 
@@ -63,7 +64,7 @@ def recorded() -> Iterator[list[tuple[str, str, str]]]:
 
 
 def writes(calls: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-    return [call for call in calls if not aws_plan.is_read(call[1])]
+    return [call for call in calls if not call[1].startswith(_READS)]
 
 
 def state() -> dict[str, Any]:
@@ -194,7 +195,7 @@ def test_transform_split_is_the_jobs_own(role: str, capsys: pytest.CaptureFixtur
     boto3.client("s3").create_bucket(Bucket="rec-split")
     first = put_lines("rec-split", "in/a.jsonl", 7) + put_lines("rec-split", "in/b.jsonl", 5, 7)
     planned = dry_then_real(capsys, *transform("rec-one", 4))
-    parts = keys("rec-split", "out-rec-one-parts/")
+    parts = keys("rec-split", "out-parts/rec-one/")
     assert planned == [
         *(("s3", "PutObject", key) for key in parts),
         ("sagemaker", "CreateModel", "rec-one"),
@@ -206,14 +207,14 @@ def test_transform_split_is_the_jobs_own(role: str, capsys: pytest.CaptureFixtur
 
     boto3.client("s3").delete_object(Bucket="rec-split", Key="in/b.jsonl")
     boto3.client("s3").put_object(
-        Bucket="rec-split", Key="out-rec-two-parts/old.jsonl", Body=b"{}\n"
+        Bucket="rec-split", Key="out-parts/rec-two/a.part-00009.jsonl", Body=b"{}\n"
     )
     planned = dry_then_real(capsys, *transform("rec-two", 3))
-    assert planned[0] == ("s3", "DeleteObject", "out-rec-two-parts/old.jsonl")
+    assert planned[0] == ("s3", "DeleteObject", "out-parts/rec-two/a.part-00009.jsonl")
     job = boto3.client("sagemaker").describe_transform_job(TransformJobName="rec-two")
     prefix = job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
-    assert prefix == "s3://rec-split/out-rec-two-parts/"
-    second = keys("rec-split", "out-rec-two-parts/")
+    assert prefix == "s3://rec-split/out-parts/rec-two/"
+    second = keys("rec-split", "out-parts/rec-two/")
     assert len(second) == 3
     assert b"".join(body("rec-split", k) for k in second).splitlines() == first[:7]
 
@@ -258,10 +259,17 @@ def test_batch_dry_runs_write_nothing(
     assert writes(calls) == [] and state() == before
     planned = [identity(c["service"], c["operation"], c["params"]) for c in json.loads(out)]
     assert [op for _, op, _ in planned] == (
-        ["CreateModel"] + ["PutObject"] * 4 + ["CreateTransformJob"] * 3 + ["PutObject"] * 2
+        ["PutObject"] * 4 + ["CreateModel"] + ["CreateTransformJob"] * 3 + ["PutObject"] * 2
     )
     cancel = ("deploy", "batch", "--cancel", "--name", "x", "--work-prefix", "s3://rec-fleet/work/")
     assert dry_then_real(capsys, *cancel) == [("s3", "PutObject", "work/cancel")]
+    status, out, err = run(capsys, "deploy", "batch", *arguments, "--dry-run")
+    assert status == 0, err
+    planned = [identity(c["service"], c["operation"], c["params"]) for c in json.loads(out)]
+    assert planned[4:6] == [
+        ("s3", "DeleteObject", "work/cancel"),
+        ("sagemaker", "CreateModel", "rec-fleet"),
+    ]
 
 
 def test_image_dry_run_writes_nothing(
@@ -385,4 +393,73 @@ def test_batch_refuses_another_model_of_its_name(
             "deploy: a model named rec-shared exists and differs"
         )
         assert "org/other" in err and "--name" in err
+    assert state() == before
+
+
+def test_batch_reuses_the_same_model(
+    role: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint's model that is the model `deploy batch` would create is used, not made again."""
+    endpoint = model_options("rec-same", "ml.g4dn.xlarge")
+    assert run(capsys, "deploy", "endpoint", "--no-wait", *endpoint)[0] == 0
+    status, out, err = run(
+        capsys, "deploy", "batch", *fleet_args("rec-same", tmp_path), "--dry-run"
+    )
+    assert status == 0, err
+    assert "model rec-same exists as asked" in err
+    assert "CreateModel" not in [c["operation"] for c in json.loads(out)]
+
+
+def test_delete_keeps_a_config_of_another_name(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint pointed at a config of another name: the endpoint goes, that config and its
+    model stay, and the command says so."""
+    assert (
+        run(
+            capsys, "deploy", "endpoint", "--no-wait", *model_options("rec-other", "ml.g4dn.xlarge")
+        )[0]
+        == 0
+    )
+    boto3.client("sagemaker").create_endpoint(
+        EndpointName="rec-mine", EndpointConfigName="rec-other"
+    )
+    status, out, err = run(capsys, "deploy", "delete", "--name", "rec-mine", "--dry-run")
+    assert status == 0, err
+    assert [identity(c["service"], c["operation"], c["params"]) for c in json.loads(out)] == [
+        ("sagemaker", "DeleteEndpoint", "rec-mine")
+    ]
+    assert "keeps endpoint config rec-other: endpoint rec-mine uses it" in err
+    assert "keeps model rec-other" in err
+    assert run(capsys, "deploy", "delete", "--name", "rec-mine")[0] == 0
+    after = state()
+    assert "rec-other" in after["configs"] and "rec-other" in after["models"]
+
+
+@pytest.mark.parametrize(
+    ("output", "planted", "refusal"),
+    [
+        ("s3://rec-overlap/in/results/", None, "overlaps --input s3://rec-overlap/in/"),
+        ("s3://rec-overlap/out/", "out-parts/rec-planted/notes.txt", "which no split wrote"),
+    ],
+)
+def test_transform_split_refuses_to_mix_data(
+    role: str, capsys: pytest.CaptureFixture[str], output: str, planted: str | None, refusal: str
+) -> None:
+    """Parts that would land inside the input, or beside an object the split did not write
+    (the job would read it), stop the command before anything is written."""
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="rec-overlap")
+    put_lines("rec-overlap", "in/a.jsonl", 4)
+    if planted:
+        s3.put_object(Bucket="rec-overlap", Key=planted, Body=b"mine")
+    name = "rec-planted" if planted else "rec-inside"
+    arguments = model_options(
+        name, "ml.g4dn.xlarge", instance_count="2", input="s3://rec-overlap/in/", output=output
+    )
+    before = state()
+    for dry in (["--dry-run"], []):
+        status, out, err = run(capsys, "deploy", "transform", *arguments, *dry)
+        assert status == 1 and out == ""
+        assert refusal in err.splitlines()[-1]
     assert state() == before

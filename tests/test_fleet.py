@@ -281,7 +281,7 @@ def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     calls = json.loads(done.stdout)
     assert [c["operation"] for c in calls] == (
-        ["CreateModel"] + ["PutObject"] * 4 + ["CreateTransformJob"] * 3 + ["PutObject"]
+        ["PutObject"] * 4 + ["CreateModel"] + ["CreateTransformJob"] * 3 + ["PutObject"]
     )
     assert [c["params"]["Key"] for c in calls if c["operation"] == "PutObject"] == [
         "work/shards/shard-00000/input.jsonl",

@@ -31,6 +31,8 @@ from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
+# What a dry run shows for a role it was not given.
+ROLE_PLACEHOLDER = f"<{ROLE_VARIABLE}>"
 
 
 def _env(pairs: list[str]) -> dict[str, str]:
@@ -48,7 +50,7 @@ def _role(args: argparse.Namespace) -> str:
     if role:
         return role
     if args.dry_run:
-        return f"<{ROLE_VARIABLE}>"
+        return ROLE_PLACEHOLDER
     raise SystemExit(f"deploy: give --role ARN or set {ROLE_VARIABLE}")
 
 
@@ -96,11 +98,23 @@ def split_plan(
 ) -> tuple[str, list[Call]]:
     """The prefix the job should read and the calls that fill it: `input_prefix` itself when it
     holds at least as many files as instances, else the job's own prefix beside the output with
-    the files split into whole-line parts (and any object an earlier attempt left there
-    deleted)."""
+    the files split into whole-line parts (and the parts an earlier attempt of the job left
+    there deleted)."""
     target = split.split_prefix(output, job)
+    if split.overlap(input_prefix, target):
+        raise SystemExit(
+            f"deploy: the input's parts would go to {target}, which overlaps --input "
+            f"{input_prefix}; give an --output outside the input"
+        )
+
+    def listed() -> list[storage.InputFile]:
+        try:
+            return storage.list_inputs(input_prefix)
+        except FileNotFoundError:
+            raise SystemExit(f"deploy: no input files under --input {input_prefix}") from None
+
     files = reads.guarded(
-        lambda: storage.list_inputs(input_prefix),
+        listed,
         f"the files under {input_prefix}",
         f"the plan assumes they number at least {instances}; with fewer, the run first splits "
         f"them into parts under {target}",
@@ -120,9 +134,16 @@ def split_plan(
     puts = split.part_calls(reads.required(counted, input_prefix), instances, target)
     planned = {call.params["Key"] for call in puts}
     bucket, _ = s3_uri.s3_parts(target)
+    found = reads.s3_keys(target)
+    foreign = [key for key in found if not split.is_part(key)]
+    if foreign:
+        raise SystemExit(
+            f"deploy: {target} holds {foreign[0]}, which no split wrote, and the job would read "
+            "it: remove it, or give the job another --name"
+        )
     deletes = [
         Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
-        for key in reads.s3_keys(target)
+        for key in found
         if key not in planned
     ]
     _say(
@@ -164,7 +185,8 @@ def model_calls(reads: Reads, model: Call) -> list[Call]:
     )
     if existing is None:
         return [model]
-    differences = aws_plan.model_differences(existing, model)
+    role_known = model.params["ExecutionRoleArn"] != ROLE_PLACEHOLDER
+    differences = aws_plan.model_differences(existing, model, role_known)
     if differences:
         raise SystemExit(
             f"deploy: a model named {name} exists and differs from this one ("
@@ -208,6 +230,11 @@ def fleet_batch(args: argparse.Namespace) -> int:
     """`deploy batch`: an OpenAI batch file on transform instances (or --local containers)."""
     if args.cancel:
         return fleet.cancel(args.work_prefix, args.dry_run)
+    if args.api_key and not args.local:
+        raise SystemExit(
+            "deploy: --api-key is for --local containers: SageMaker's transform jobs call the "
+            "container without one (leave SM_VLLM_API_KEY unset there)"
+        )
     if not args.input_file or not args.output_file:
         raise SystemExit("deploy: batch needs --input-file and --output-file")
     settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
@@ -268,41 +295,54 @@ def _fleet_on_sagemaker(
 
     if args.dry_run:
         read = f"the batch's input {batch.input} and work prefix {batch.work}"
-        calls = reads.required(lambda: fleet.planned_calls(batch, jobs()), read)
-        aws_run.execute([*first, *calls], True, reads.assumed)
+        calls = reads.required(lambda: fleet.planned_calls(batch, jobs(), first), read)
+        aws_run.execute(calls, True, reads.assumed)
         return 0
-    aws_run.execute(first, False)
-    return asyncio.run(fleet.run(batch, jobs()))
+    return asyncio.run(fleet.run(batch, jobs(), lambda: aws_run.execute(first, False)))
 
 
 def _has_model(args: argparse.Namespace) -> bool:
     return bool(args.model_id or args.model_data or args.model_prefix)
 
 
-def delete_plan(reads: Reads, name: str) -> list[Call]:
-    """What `deploy delete --name NAME` removes: the endpoint NAME, its current endpoint config
-    and that config's models, and every endpoint config and model named NAME or
-    `NAME-<UTC time>` (the kit's versions of it); nothing else (`NAME-prod` is another's)."""
+def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
+    """What `deploy delete --name NAME` removes: the endpoint NAME and every endpoint config and
+    model named NAME or `NAME-<UTC time>` (the kit's versions of it); nothing else (`NAME-prod`
+    is another's). Also what it keeps that the endpoint uses under another name."""
     endpoint = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}))
-    configs: list[str] = []
-    models: list[str] = []
+    kept: list[str] = []
     if endpoint:
-        configs.append(endpoint["EndpointConfigName"])
+        current = endpoint["EndpointConfigName"]
         config = reads.describe(
-            Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": configs[0]})
+            Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": current})
         )
-        models += [variant["ModelName"] for variant in (config or {}).get("ProductionVariants", [])]
-    for operation, items, key, found in (
-        ("ListEndpointConfigs", "EndpointConfigs", "EndpointConfigName", configs),
-        ("ListModels", "Models", "ModelName", models),
-    ):
-        listed = reads.names(operation, items, key, NameContains=name)
-        found += [n for n in listed if aws_plan.is_version_of(name, n)]
-    return aws_plan.delete_calls(name if endpoint else None, configs, models)
+        used = [("endpoint config", current)] + [
+            ("model", variant["ModelName"])
+            for variant in (config or {}).get("ProductionVariants", [])
+        ]
+        kept = [
+            f"keeps {kind} {used_name}: endpoint {name} uses it, but the name is not {name}'s"
+            for kind, used_name in used
+            if not aws_plan.is_version_of(name, used_name)
+        ]
+    configs, models = (
+        [
+            found
+            for found in reads.names(operation, items, key, NameContains=name)
+            if aws_plan.is_version_of(name, found)
+        ]
+        for operation, items, key in (
+            ("ListEndpointConfigs", "EndpointConfigs", "EndpointConfigName"),
+            ("ListModels", "Models", "ModelName"),
+        )
+    )
+    return aws_plan.delete_calls(name if endpoint else None, configs, models), kept
 
 
 def delete(args: argparse.Namespace) -> int:
-    calls = delete_plan(Reads(args.dry_run), args.name)
+    calls, kept = delete_plan(Reads(args.dry_run), args.name)
+    for line in kept:
+        _say(line)
     if not calls:
         raise SystemExit(
             f"deploy: nothing to delete: no endpoint, endpoint config or model named {args.name} "
@@ -318,6 +358,9 @@ def delete(args: argparse.Namespace) -> int:
         except botocore.exceptions.ClientError as error:
             failed += 1
             _say(f"{call.operation} failed: {error}")
+            if call.operation == "DeleteEndpoint":
+                _say("its endpoint configs and models are kept while the endpoint stands")
+                return 1
     if failed:
         _say(f"{failed} of {len(calls)} deletions failed; run the same command again to retry")
         return 1

@@ -4,7 +4,6 @@ and tests can read the plan.
 """
 
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,9 +17,6 @@ from vllm_sagemaker.handler.core.content_types import JSON_LINES
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
 # The versions `deploy endpoint` makes when it updates an endpoint: `NAME-<UTC time>`.
 VERSION_FORMAT = "%Y%m%d-%H%M%S"
-_VERSION_SUFFIX = r"-\d{8}-\d{6}"
-# Operations that only read: what a dry run may call.
-READ_PREFIXES = ("Describe", "List", "Get", "Head")
 # Large models need more than SageMaker's defaults to download and to pass /ping.
 STARTUP_HEALTH_CHECK_S = 1800
 MODEL_DOWNLOAD_S = 1800
@@ -33,10 +29,6 @@ class Call:
     service: str
     operation: str
     params: dict[str, Any] = field(default_factory=dict)
-
-
-def is_read(operation: str) -> bool:
-    return operation.startswith(READ_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -74,9 +66,16 @@ def is_version_of(name: str, candidate: str) -> bool:
     """Whether `candidate` is `name` itself or one of the kit's versions of it, `NAME-<UTC time>`
     exactly: `chat-20250101-000000` is chat's, `chat-prod` and `chat-prod-20250101-000000` are
     not."""
-    return (
-        candidate == name or re.fullmatch(re.escape(name) + _VERSION_SUFFIX, candidate) is not None
-    )
+    if candidate == name:
+        return True
+    if not candidate.startswith(name + "-"):
+        return False
+    stamp = candidate[len(name) + 1 :]
+    try:
+        parsed = time.strptime(stamp, VERSION_FORMAT)
+    except ValueError:
+        return False
+    return time.strftime(VERSION_FORMAT, parsed) == stamp
 
 
 @dataclass(frozen=True)
@@ -242,22 +241,39 @@ def put(uri: str, body: object) -> Call:
     return Call("file", "Write", {"Path": uri, "Body": body})
 
 
-_COMPARED = ("Image", "Environment", "ModelDataUrl", "ModelDataSource")
+def remove(uri: str) -> Call:
+    """Deleting the object or file at `uri`."""
+    if s3_uri.is_s3(uri):
+        bucket, key = s3_uri.s3_parts(uri)
+        return Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
+    return Call("file", "Remove", {"Path": uri})
 
 
-def model_differences(existing: Mapping[str, Any], planned: Call) -> list[str]:
+_DATA_SOURCE = ("S3Uri", "S3DataType", "CompressionType")
+
+
+def _as_created(container: Mapping[str, Any]) -> dict[str, Any]:
+    """What the kit sets of a container, as it sets it: SageMaker's DescribeModel adds fields
+    of its own (the data source's ETag and manifest, the container's Mode), left out here."""
+    source = container.get("ModelDataSource", {}).get("S3DataSource", {})
+    return {
+        "Image": container.get("Image"),
+        "Environment": container.get("Environment") or {},
+        "ModelDataUrl": container.get("ModelDataUrl"),
+        "ModelDataSource": {key: source.get(key) for key in _DATA_SOURCE if key in source},
+    }
+
+
+def model_differences(existing: Mapping[str, Any], planned: Call, role_known: bool) -> list[str]:
     """What differs between a model SageMaker holds (DescribeModel's answer) and the CreateModel
-    call the kit would make: the container's image, environment and model data, and the role."""
-    wanted = planned.params["PrimaryContainer"]
-    held = existing.get("PrimaryContainer", {})
+    call the kit would make: the container's image, environment and model data, and the role
+    (when it is known: a dry run may go without)."""
+    wanted = _as_created(planned.params["PrimaryContainer"])
+    held = _as_created(existing.get("PrimaryContainer", {}))
     differences = [
-        f"{key} is {held.get(key)!r}, not {wanted.get(key)!r}"
-        for key in _COMPARED
-        if (held.get(key) or None) != (wanted.get(key) or None)
+        f"{key} is {held[key]!r}, not {wanted[key]!r}" for key in wanted if held[key] != wanted[key]
     ]
-    if existing.get("ExecutionRoleArn") != planned.params["ExecutionRoleArn"]:
-        role = planned.params["ExecutionRoleArn"]
-        differences.append(
-            f"ExecutionRoleArn is {existing.get('ExecutionRoleArn')!r}, not {role!r}"
-        )
+    held_role, role = existing.get("ExecutionRoleArn"), planned.params["ExecutionRoleArn"]
+    if role_known and held_role != role:
+        differences.append(f"ExecutionRoleArn is {held_role!r}, not {role!r}")
     return differences

@@ -16,6 +16,7 @@ from botocore import xform_name
 
 from vllm_sagemaker.deploy.aws.plan import Call
 from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.deploy.io.aws_errors import missing
 from vllm_sagemaker.handler.core import s3_uri
 
 T = TypeVar("T")
@@ -29,16 +30,6 @@ UNREACHABLE = (
     botocore.exceptions.ConnectTimeoutError,
     storage.Unreachable,
 )
-_MISSING_CODES = frozenset(
-    {"ResourceNotFound", "ResourceNotFoundException", "RepositoryNotFoundException", "NoSuchKey"}
-)
-
-
-def missing(error: botocore.exceptions.ClientError) -> bool:
-    """Whether an error answer means the resource does not exist (SageMaker says so as a
-    ValidationException "Could not find ...")."""
-    detail = error.response.get("Error", {})
-    return detail.get("Code") in _MISSING_CODES or "Could not find" in detail.get("Message", "")
 
 
 class Reads:

@@ -5,6 +5,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import boto3
@@ -33,19 +34,24 @@ def execute(
 
 def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
     body = call.params.get("Body")
+    if call.service == "file" and call.operation == "Remove":
+        Path(call.params["Path"]).unlink()
+        return {}
     if call.service == "file":
         with storage.written(call.params["Path"]) as sink:
             sink.write(body if isinstance(body, bytes) else str(body).encode())
         return {}
+    if isinstance(body, Lines):
+        # A part may pass S3's 5 GB limit for one PutObject: it is uploaded as boto3 uploads
+        # files (one PutObject up to 8 MB, a multipart upload above).
+        with tempfile.TemporaryFile() as part:
+            lines.copy(body, part)
+            part.seek(0)
+            boto3.client("s3").upload_fileobj(part, call.params["Bucket"], call.params["Key"])
+        return {}
     operation = getattr(boto3.client(call.service), xform_name(call.operation))
-    if not isinstance(body, Lines):
-        answer: dict[str, Any] = operation(**call.params)
-        return answer
-    with tempfile.TemporaryFile() as part:
-        lines.copy(body, part)
-        part.seek(0)
-        answer = operation(**{**call.params, "Body": part})
-        return answer
+    answer: dict[str, Any] = operation(**call.params)
+    return answer
 
 
 class _LineReader(contextlib.ExitStack):
@@ -66,10 +72,15 @@ class _LineReader(contextlib.ExitStack):
             self._open = self.enter_context(contextlib.ExitStack())
             self._records = iter_records(self._open.enter_context(storage.reading(body.source)))
             self._source, self._at = body.source, 0
-        for _ in range(body.start - self._at):
-            next(self._records)
-        for _ in range(body.end - body.start):
-            into.write(next(self._records) + b"\n")
+        for index in range(self._at, body.end):
+            record = next(self._records, None)
+            if record is None:
+                raise storage.Unreachable(
+                    f"{body.source} ended at line {index} while being split (it changed since it "
+                    "was counted); run the command again"
+                )
+            if index >= body.start:
+                into.write(record + b"\n")
         self._at = body.end
 
 

@@ -7,6 +7,7 @@ The parts go under a prefix of the job's own, beside its output (`split_prefix`)
 input's prefix, so a later job never reads an earlier job's parts.
 """
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -42,11 +43,29 @@ def parts_per_file(line_counts: Sequence[int], instances: int) -> list[int]:
 
 
 def split_prefix(output: str, job: str) -> str:
-    """Where a job's input parts go: `<output>-<job>-parts/` beside the output prefix (the
-    bucket's `<job>-parts/` for an output at a bucket's root)."""
+    """Where a job's input parts go: `<output>-parts/<job>/` beside the output prefix (the
+    bucket's `parts/<job>/` for an output at a bucket's root). A job name holds no `/`, so two
+    jobs never share one."""
     bucket, key = s3_uri.s3_parts(output)
     base = key.rstrip("/")
-    return f"{s3_uri.S3}{bucket}/{base + '-' if base else ''}{job}-parts/"
+    return f"{s3_uri.S3}{bucket}/{base + '-' if base else ''}parts/{job}/"
+
+
+def overlap(input_prefix: str, target: str) -> bool:
+    """Whether the parts prefix and the input select any key in common (S3 prefixes are plain
+    string prefixes): the job would read its input's parts, or the parts its input."""
+    return target.startswith(input_prefix) or input_prefix.startswith(target)
+
+
+def part_name(relative: str, index: int) -> str:
+    """`a/b.jsonl` -> `a/b.part-00003.jsonl`."""
+    path = PurePosixPath(relative)
+    return str(path.with_name(f"{path.stem}.part-{index:05d}{path.suffix}"))
+
+
+def is_part(key: str) -> bool:
+    """Whether an object is a part the split wrote (and so may be replaced by a new split)."""
+    return re.fullmatch(r"[^/]*\.part-\d{5}(\.[^/.]*)?", PurePosixPath(key).name) is not None
 
 
 @dataclass(frozen=True)
@@ -64,8 +83,6 @@ def part_calls(files: Sequence[Counted], instances: int, target: str) -> list[Ca
     calls = []
     counts = [file.lines for file in files]
     for file, parts in zip(files, parts_per_file(counts, instances), strict=True):
-        relative = PurePosixPath(file.relative)
         for index, (start, end) in enumerate(ranges(file.lines, parts)):
-            name = relative.with_name(f"{relative.stem}.part-{index:05d}{relative.suffix}")
-            calls.append(put(target + str(name), Lines(file.uri, start, end)))
+            calls.append(put(target + part_name(file.relative, index), Lines(file.uri, start, end)))
     return calls

@@ -25,6 +25,7 @@ import httpx
 
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.handler.core.config import API_KEY_VAR
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
@@ -104,7 +105,7 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
         if status == 401:
             return invoke.KeyRefused(
                 "the endpoint's container wants an API key (HTTP 401), which InvokeEndpoint "
-                "cannot send: on SageMaker, leave SM_VLLM_API_KEY unset (SigV4 guards the endpoint)"
+                f"cannot send: on SageMaker, leave {API_KEY_VAR} unset (SigV4 guards the endpoint)"
             )
         if status in invoke.RETRY_STATUSES or status == 0:
             return invoke.Retryable(f"the model answered HTTP {status}: {original[:500]}")

@@ -15,6 +15,7 @@ from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.aws.plan import Call
 from vllm_sagemaker.deploy.fleet.shards import Job
 from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.deploy.io.aws_errors import missing
 from vllm_sagemaker.deploy.transform import runner as transform
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
@@ -101,8 +102,10 @@ class SageMakerJobs:
     async def _exists(self, name: str) -> bool:
         try:
             await asyncio.to_thread(self.client.describe_transform_job, TransformJobName=name)
-        except self.client.exceptions.ClientError:
-            return False
+        except self.client.exceptions.ClientError as error:
+            if missing(error):
+                return False
+            raise
         return True
 
 

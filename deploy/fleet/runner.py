@@ -23,11 +23,11 @@ import contextlib
 import hashlib
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from vllm_sagemaker.deploy.aws.plan import Call, put
+from vllm_sagemaker.deploy.aws.plan import Call, put, remove
 from vllm_sagemaker.deploy.aws.run import execute
 from vllm_sagemaker.deploy.batch.runner import Sinks, Summary
 from vllm_sagemaker.deploy.fleet.jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
@@ -325,17 +325,24 @@ def preview(batch: FleetBatch) -> Plan:
         return prepare(Source(batch.input, path), Layout(batch.work), *batch.shape, dry_run=True)
 
 
-def planned_calls(batch: FleetBatch, jobs: SageMakerJobs) -> list[Call]:
-    """What a run would write, in order: the shards and the plan (unless the work prefix holds
-    the plan already), a CreateTransformJob for every shard still to run, then the output (and
-    error) file. A run also rewrites the plan as each job starts and ends."""
+def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call]) -> list[Call]:
+    """What a run would write, in the order `run` makes the writes: the shards and the plan
+    (unless the work prefix holds the plan already), the cancel marker's removal (when there is
+    one), `first` (the model), a CreateTransformJob for every shard still to run whose job an
+    earlier run did not start, then the output (and error) file. A run also rewrites the plan as
+    each job starts and ends."""
     layout = Layout(batch.work)
     new = not storage.exists(layout.at(PLAN))
     plan = preview(batch)
-    shards = [
-        put(layout.at(f"shards/{shard.name}/{INPUT_NAME}"), f"<{shard.lines} request lines>")
-        for shard in plan.shards
+    saved = [
+        *(
+            put(layout.at(f"shards/{shard.name}/{INPUT_NAME}"), f"<{shard.lines} request lines>")
+            for shard in plan.shards
+        ),
+        put(layout.at(PLAN), "<the plan>"),
     ]
+    marker = [remove(layout.at(CANCEL))] if cancelled(layout) else []
+    todo = [shard for shard in pending(plan, layout) if not attachable(shard, jobs)]
     created = [
         jobs.call(
             JobSpec(
@@ -345,22 +352,23 @@ def planned_calls(batch: FleetBatch, jobs: SageMakerJobs) -> list[Call]:
                 slot % jobs.slots,
             )
         )
-        for slot, shard in enumerate(pending(plan, layout))
+        for slot, shard in enumerate(todo)
     ]
     merged = [put(batch.output, f"<{plan.lines} answer lines in input order>")]
     if batch.error_file:
         merged.append(put(batch.error_file, "<the lines that failed>"))
-    saved = [*shards, put(layout.at(PLAN), "<the plan>")] if new else []
-    return [*saved, *created, *merged]
+    return [*(saved if new else []), *marker, *first, *created, *merged]
 
 
-async def run(batch: FleetBatch, jobs: Jobs) -> int:
-    """Prepare, run and merge; 0 when every line has an answer from its shard's job."""
+async def run(batch: FleetBatch, jobs: Jobs, ready: Callable[[], object] = lambda: None) -> int:
+    """Prepare, run and merge; 0 when every line has an answer from its shard's job. `ready` is
+    called once the input is known to be usable, before the first job (it makes the model)."""
     layout = Layout(batch.work)
     with storage.local_copy(batch.input) as path:
         plan = prepare(Source(batch.input, path), layout, *batch.shape, dry_run=False)
         with contextlib.suppress(FileNotFoundError):
             storage.remove(layout.at(CANCEL))
+        ready()
         finished = False
         try:
             finished = await run_shards(plan, layout, jobs, batch.name)

@@ -19,15 +19,12 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from vllm_sagemaker.deploy.batch.pace import Pace
+from vllm_sagemaker.handler.core.config import VLLM_API_KEY_VAR
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0
 # The wait after a 429 without a usable Retry-After.
 THROTTLE_WAIT_S = 1.0
-# Where the clients find a container's API key when --api-key is not given: the variable a
-# local `serve` (vLLM's own, and our handler's) reads its key from. Not OPENAI_API_KEY: that
-# often holds a real OpenAI secret, which would go to every URL a client is pointed at.
-API_KEY_VARIABLE = "VLLM_API_KEY"
 
 
 class InvocationFailed(Exception):
@@ -52,10 +49,10 @@ def key_refused(where: str, sent: bool) -> KeyRefused:
     if sent:
         return KeyRefused(
             f"{where} refused the API key (HTTP 401): pass the container's key with --api-key "
-            f"or {API_KEY_VARIABLE}"
+            f"or {VLLM_API_KEY_VAR}"
         )
     return KeyRefused(
-        f"{where} wants an API key (HTTP 401): pass it with --api-key or set {API_KEY_VARIABLE}"
+        f"{where} wants an API key (HTTP 401): pass it with --api-key or set {VLLM_API_KEY_VAR}"
     )
 
 
@@ -66,13 +63,16 @@ def add_api_key_argument(parser: argparse.ArgumentParser, note: str = "") -> Non
         "--api-key",
         metavar="KEY",
         help="the container's API key, sent as 'Authorization: Bearer KEY' "
-        f"(default: ${API_KEY_VARIABLE}){note}",
+        f"(default: ${VLLM_API_KEY_VAR}){note}",
     )
 
 
 def api_key(given: str | None) -> str | None:
-    """The key to send: `--api-key`, else VLLM_API_KEY, else none (an empty value is none)."""
-    return given or os.environ.get(API_KEY_VARIABLE) or None
+    """The key to send: `--api-key`, else VLLM_API_KEY (the variable a local `serve`, vLLM's
+    own and our handler, reads its key from), else none (an empty value is none). Not
+    OPENAI_API_KEY: that often holds a real OpenAI secret, which would go to every URL a client
+    is pointed at."""
+    return given or os.environ.get(VLLM_API_KEY_VAR) or None
 
 
 def client(url: str, key: str | None) -> httpx.AsyncClient:

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import boto3
+import botocore.exceptions
 import httpx
 
+from vllm_sagemaker.deploy.io.aws_errors import missing
 from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
 
 HTTP_RETRIES = 5
@@ -94,8 +96,10 @@ def exists(uri: str) -> bool:
     bucket, key = s3_parts(uri)
     try:
         s3_client().head_object(Bucket=bucket, Key=key)
-    except s3_client().exceptions.ClientError:
-        return False
+    except botocore.exceptions.ClientError as error:
+        if missing(error):
+            return False
+        raise Unreachable(f"cannot read {uri}: {error}") from None
     return True
 
 

@@ -24,6 +24,8 @@ from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters
 MIB = 1024 * 1024
 # vLLM's `--api-key`, as `serve` reads it (container.env_args); `api_keys` says what it holds.
 API_KEY_VAR = "SM_VLLM_API_KEY"
+# vLLM's own key variable: its key when no SM_VLLM_API_KEY is set, and our clients' default.
+VLLM_API_KEY_VAR = "VLLM_API_KEY"
 # Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.
 ASYNC_MARKER = "SAGEMAKER_ASYNC_INFERENCE"
 REALTIME_PAYLOAD_MB = 6
@@ -178,7 +180,7 @@ def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
     variable for a server without keys), or an array of blank strings.
     """
     if API_KEY_VAR not in env:
-        return (env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ()
+        return (env[VLLM_API_KEY_VAR],) if env.get(VLLM_API_KEY_VAR) else ()
     raw = env[API_KEY_VAR]
     value = raw.strip()
     values = [] if value.lower() == "false" else flag_values(value)
