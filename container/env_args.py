@@ -27,6 +27,9 @@ STREAMER_LOAD_FORMAT = "runai_streamer"
 # vLLM serves lower priority values first; real-time requests carry 0.
 BATCH_PRIORITY = 10
 
+# The variable vLLM reads one API key from when its command line has no `--api-key`.
+VLLM_KEY_VAR = "VLLM_API_KEY"
+
 # Settings the SageMaker contract owns: they never come from SM_VLLM_* variables.
 _CONTRACT_OWNED = frozenset({"MODEL", "PORT", "HOST"})
 
@@ -47,7 +50,8 @@ def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
 
     `SM_VLLM_MODEL`, `SM_VLLM_PORT` and `SM_VLLM_HOST` are left out: the model comes from
     `resolve_model` and the address from the SageMaker contract. `SM_VLLM_API_KEY` gives the
-    keys the handler checks too (`config.api_keys`, which refuses a value that holds none).
+    keys the handler checks too; see `api_key_placement` for which of them reach the command
+    line.
     """
     args: list[str] = []
     for variable in sorted(env):
@@ -56,10 +60,32 @@ def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
             continue
         value = env[variable]
         if variable == API_KEY_VAR:
-            args += [flag_name(variable), *api_keys(env)]
+            args += api_key_placement(env)[0]
         elif value.lower() != "false":
             args += [flag_name(variable), *flag_values(value)]
     return args
+
+
+def api_key_placement(env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """Where vLLM gets the keys of SM_VLLM_API_KEY (`config.api_keys`, the keys the handler
+    checks, which refuses a value that holds none): the arguments and the environment variables
+    to give it. A process's command line is readable by every local user (/proc/PID/cmdline,
+    `ps`), its environment only by its owner, so one key goes in VLLM_KEY_VAR, which vLLM reads
+    when it has no `--api-key` (and which replaces any the user set, so that vLLM and the
+    handler check the same key). Several keys need `--api-key k1 k2`: the variable holds one.
+    Without SM_VLLM_API_KEY, nothing: vLLM and the handler both read VLLM_KEY_VAR as it is."""
+    if API_KEY_VAR not in env:
+        return [], {}
+    keys = api_keys(env)
+    if len(keys) == 1:
+        return [], {VLLM_KEY_VAR: keys[0]}
+    return [flag_name(API_KEY_VAR), *keys], {}
+
+
+def shown(variable: str, value: str) -> str:
+    """`variable=value` as `serve` prints a variable it adds: the API key by where it comes
+    from, never its value (logs are read by more people than should hold the key)."""
+    return f"{variable}=<from {API_KEY_VAR}>" if variable == VLLM_KEY_VAR else f"{variable}={value}"
 
 
 def resolve_model(env: Mapping[str, str], model_dir_entries: Sequence[str]) -> str:
@@ -139,7 +165,8 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
     streamed from an S3-compatible store at a custom endpoint (AWS_ENDPOINT_URL: MinIO,
     LocalStack, moto) is addressed path-style, as such stores expect; under priority
     scheduling, server-side batch lines run at BATCH_PRIORITY (vLLM serves lower values first;
-    real-time requests have 0). `args` are the server's arguments."""
+    real-time requests have 0). Also, whatever the user set, the one key of SM_VLLM_API_KEY
+    (`api_key_placement`). `args` are the server's arguments."""
     model = flag_value(args, "--model") or ""
     added = {
         "PYTHONFAULTHANDLER": "1",
@@ -154,7 +181,10 @@ def platform_env(env: Mapping[str, str], args: Sequence[str]) -> dict[str, str]:
         added["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"] = "0"
     if flag_value(args, "--scheduling-policy") == "priority":
         added["SAGEMAKER_BATCH_PRIORITY"] = str(BATCH_PRIORITY)
-    return {key: value for key, value in added.items() if key not in env}
+    return {
+        **{key: value for key, value in added.items() if key not in env},
+        **api_key_placement(env)[1],
+    }
 
 
 def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:

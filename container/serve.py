@@ -73,14 +73,15 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
             print("serve: would install requirements: " + shlex.join(install), file=sys.stderr)
         if added:
             print(
-                "serve: would set " + " ".join(f"{k}={v}" for k, v in added.items()),
+                "serve: would set " + " ".join(env_args.shown(k, v) for k, v in added.items()),
                 file=sys.stderr,
             )
         return 0
     if install and requirements.install(install) != 0:
         return 1
     for key, value in added.items():
-        print(f"serve: {key}={value} (set it to override)", file=sys.stderr)
+        how = "off vLLM's command line" if key == env_args.VLLM_KEY_VAR else "set it to override"
+        print(f"serve: {env_args.shown(key, value)} ({how})", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     if policy.enabled:

@@ -21,10 +21,10 @@ from tests.conftest import API_KEY
 from tests.json_lines import parse_lines
 from tests.local_http import serving
 from tests.servers import SERVE, Server
-from vllm_sagemaker.container.env_args import flag_value
 from vllm_sagemaker.deploy.batch import local_engine
 from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST
 from vllm_sagemaker.deploy.batch.staging import staged_path, why_not_private
+from vllm_sagemaker.handler.core.config import API_KEY_VAR
 
 # The lines a run held mid-run has answered when the test kills it: three whole mini-batches.
 REFUSED = 3 * LINES_PER_REQUEST
@@ -314,15 +314,19 @@ def test_a_keyed_container_answers_with_its_key(
 
 def test_the_engine_of_a_run_listens_on_localhost_with_its_key() -> None:
     """What `serve` would start for `--model` (its own dry run): vLLM binds 127.0.0.1 whatever
-    the options say, and requires the run's key."""
+    the options say, and requires the run's key, which travels in environments only: it is in
+    neither `serve`'s command line nor vLLM's (any local user can read those), nor printed."""
     key = local_engine.new_key()
     extra = ["--max-model-len", "128", "--host", "0.0.0.0"]
     args, env = local_engine.command(SERVE, "/models/m", extra, 8123, key)
+    assert env[API_KEY_VAR] == key
     done = processes.run([*args, "--dry-run"], env=env, text=True)
     assert done.returncode == 0, done.stderr
     vllm = json.loads(done.stdout.splitlines()[0])
     assert [vllm[i + 1] for i, arg in enumerate(vllm) if arg == "--host"][-1] == "127.0.0.1"
-    assert flag_value(vllm, "--api-key") == key
+    assert "--api-key" not in vllm
+    assert "VLLM_API_KEY=<from SM_VLLM_API_KEY>" in done.stderr
+    assert key not in " ".join([*args, done.stdout, done.stderr])
 
 
 def test_s3_gzip_input_and_output(chat_server: Server, aws: dict[str, str]) -> None:

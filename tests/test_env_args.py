@@ -35,28 +35,54 @@ def test_sm_vllm_flags(env: dict[str, str], expected: list[str]) -> None:
     assert env_args.sm_vllm_flags(env) == expected
 
 
+def vllm_keys(args: list[str], env: dict[str, str]) -> tuple[str, ...]:
+    """The keys vLLM 0.32 checks (entrypoints/serve/middleware/register.py): `--api-key`'s,
+    else VLLM_API_KEY's."""
+    given = args[args.index("--api-key") + 1 :] if "--api-key" in args else []
+    return tuple(key for key in (given or [env.get("VLLM_API_KEY")]) if key)
+
+
 @pytest.mark.parametrize(
-    ("env", "keys"),
+    ("env", "keys", "args", "key_env"),
     [
-        ({}, ()),
-        ({"VLLM_API_KEY": "v"}, ("v",)),
-        ({"SM_VLLM_API_KEY": "k"}, ("k",)),
-        ({"SM_VLLM_API_KEY": "k", "VLLM_API_KEY": "v"}, ("k",)),
-        ({"SM_VLLM_API_KEY": " k "}, ("k",)),
-        ({"SM_VLLM_API_KEY": '["a", " b "]'}, ("a", "b")),
-        ({"SM_VLLM_API_KEY": '["a", "", " "]'}, ("a",)),
+        ({}, (), [], {}),
+        # The user's own VLLM_API_KEY: vLLM and the handler both read it where it is.
+        ({"VLLM_API_KEY": "v"}, ("v",), [], {}),
+        # One key: in vLLM's environment, never on its command line (`ps` shows that to all).
+        ({"SM_VLLM_API_KEY": "k"}, ("k",), [], {"VLLM_API_KEY": "k"}),
+        ({"SM_VLLM_API_KEY": "k", "VLLM_API_KEY": "v"}, ("k",), [], {"VLLM_API_KEY": "k"}),
+        ({"SM_VLLM_API_KEY": " k "}, ("k",), [], {"VLLM_API_KEY": "k"}),
+        ({"SM_VLLM_API_KEY": '["k"]'}, ("k",), [], {"VLLM_API_KEY": "k"}),
+        # Several keys: on the command line, the one place vLLM takes more than one.
+        ({"SM_VLLM_API_KEY": '["a", " b "]'}, ("a", "b"), ["--api-key", "a", "b"], {}),
+        (
+            {"SM_VLLM_API_KEY": '["a", "b"]', "VLLM_API_KEY": "v"},
+            ("a", "b"),
+            ["--api-key", "a", "b"],
+            {},
+        ),
+        ({"SM_VLLM_API_KEY": '["a", "", " "]'}, ("a",), [], {"VLLM_API_KEY": "a"}),
         # A key, not a flag, when it is spelt out in an array.
-        ({"SM_VLLM_API_KEY": '["true"]'}, ("true",)),
+        ({"SM_VLLM_API_KEY": '["true"]'}, ("true",), [], {"VLLM_API_KEY": "true"}),
         # Neither vLLM nor the handler splits on commas: this is one (poor) key.
-        ({"SM_VLLM_API_KEY": ","}, (",",)),
+        ({"SM_VLLM_API_KEY": ","}, (",",), [], {"VLLM_API_KEY": ","}),
     ],
 )
 def test_vllm_and_the_handler_check_the_same_api_keys(
-    env: dict[str, str], keys: tuple[str, ...]
+    env: dict[str, str],
+    keys: tuple[str, ...],
+    args: list[str],
+    key_env: dict[str, str],
 ) -> None:
-    assert api_keys(env) == keys
+    """The arguments and environment `serve` gives vLLM, and what vLLM and the handler (in
+    vLLM's process, so in that environment) then check."""
+    assert env_args.api_key_placement(env) == (args, key_env)
     given = env_args.sm_vllm_flags(env)
-    assert given == (["--api-key", *keys] if "SM_VLLM_API_KEY" in env else [])
+    assert given == args
+    added = env_args.platform_env(env, ["--model", "/m", *given])
+    assert {k: v for k, v in added.items() if k == "VLLM_API_KEY"} == key_env
+    vllm_env = {**env, **added}
+    assert api_keys(env) == api_keys(vllm_env) == vllm_keys(given, vllm_env) == keys
 
 
 @pytest.mark.parametrize(

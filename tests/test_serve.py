@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests import cli, processes, servers, waiting
-from tests.conftest import AUTH
+from tests.conftest import API_KEY, AUTH
 from tests.model_factory import embedder_path
 from vllm_sagemaker.container import env_args, restarts
 
@@ -59,6 +59,55 @@ def test_vllm_sagemaker_serve_passes_extra_arguments() -> None:
     assert command[command.index("--model") + 1] == "org/model"
     assert command[command.index("--port") + 1] == "9005"
     assert command[command.index("--max-model-len") + 1] == "512"
+
+
+# `serve` with its supervisor replaced by a line of what it would give vLLM: the command and
+# VLLM_API_KEY.
+WHAT_VLLM_GETS = """
+import json, sys
+from vllm_sagemaker.container import serve, supervisor
+supervisor.Supervisor.run = lambda self: print(
+    json.dumps([self.command, self.env.get("VLLM_API_KEY")]), flush=True
+) or 0
+sys.exit(serve.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "args", "vllm_env"),
+    [
+        ("k-1", [], "k-1"),
+        ('["k-1", "k-2"]', ["--api-key", "k-1", "k-2"], "other"),
+    ],
+)
+def test_one_api_key_reaches_vllm_in_its_environment_not_its_command_line(
+    key: str, args: list[str], vllm_env: str
+) -> None:
+    """Any local user can read a command line (`ps`): one key goes to vLLM as VLLM_API_KEY
+    (over the one the user set, which the handler would not check), several as `--api-key`.
+    Neither the dry run nor a start prints a key."""
+    env = {"SM_VLLM_MODEL": "/m", "SM_VLLM_API_KEY": key, "VLLM_API_KEY": "other"}
+    dry = run_serve("--dry-run", **env)
+    assert dry.returncode == 0, dry.stderr
+    command = json.loads(dry.stdout)
+    assert ("--api-key" in command) == bool(args)
+    tail = command[command.index("--api-key") :] if args else []
+    assert tail[: len(args)] == args
+    assert ("k-1" in dry.stdout) == bool(args)
+    (would_set,) = [line for line in dry.stderr.splitlines() if "would set" in line]
+    assert ("VLLM_API_KEY=<from SM_VLLM_API_KEY>" in would_set) == (not args)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SM_VLLM_", "PROCESS_"))}
+    started = processes.run(
+        [sys.executable, "-c", WHAT_VLLM_GETS], env={**clean, **env}, text=True, timeout=300
+    )
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout) == [command, vllm_env]
+    if not args:
+        assert "serve: VLLM_API_KEY=<from SM_VLLM_API_KEY> (off vLLM's command line)" in (
+            started.stderr.splitlines()
+        )
+    for output in (dry.stderr, started.stderr):
+        assert "k-1" not in output and "k-2" not in output
 
 
 def test_model_directory_wins_over_hf_model_id(tmp_path: Path) -> None:
@@ -182,6 +231,21 @@ def test_cross_encoder_reranks(score_server: servers.Server) -> None:
     )
     assert response.status_code == 200
     assert sorted(r["index"] for r in response.json()["results"]) == [0, 1, 2]
+
+
+def test_the_api_key_is_in_no_command_line(score_server: servers.Server) -> None:
+    """Every local user can read every process's command line (/proc/PID/cmdline, `ps`): the
+    score server's key is in none of its processes' (`serve`, vLLM's API server, its engine),
+    only in the API server's environment (readable by its owner alone), which is where vLLM
+    and the handler take it from: a call without it is refused, one with it answered."""
+    api_server = score_server.vllm_process("vllm_cli serve")
+    family = score_server.family()
+    assert api_server in family and score_server.engine_core() in family
+    for process in family:
+        assert API_KEY.encode() not in Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    assert api_server.environ()["VLLM_API_KEY"] == API_KEY
+    assert httpx.get(score_server.url + "/v1/models").status_code == 401
+    assert httpx.get(score_server.url + "/v1/models", headers=AUTH).status_code == 200
 
 
 def test_ping_is_not_in_the_access_log(embed_server: servers.Server) -> None:

@@ -41,8 +41,8 @@ def _free_port() -> int:
 
 
 def new_key() -> str:
-    """A fresh random API key for one run's engine. Hex, never URL-safe base64: a key starting
-    with `-` would reach vLLM's `--api-key` as an option of its own."""
+    """A fresh random API key for one run's engine: 256 bits in hex, plain characters for an
+    `Authorization` header."""
     return secrets.token_hex(32)
 
 
@@ -51,7 +51,9 @@ def command(
 ) -> tuple[list[str], dict[str, str]]:
     """The arguments and environment of `serve` for the run: `extra` (options for vLLM), then
     `--host 127.0.0.1`, last so that it wins; the key as SM_VLLM_API_KEY, which both vLLM and
-    our handler take over a VLLM_API_KEY the environment may hold."""
+    our handler take over a VLLM_API_KEY the environment may hold. The key is in no command
+    line, which every local user can read (`ps`): it goes to `serve` in its environment, and
+    `serve` hands one key to vLLM the same way (`env_args.api_key_placement`)."""
     env = {
         **os.environ,
         "SM_VLLM_MODEL": model,
