@@ -8,15 +8,25 @@ client's (the deploy kit and the batch tools); they load only when one of them i
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vllm_sagemaker.container import serve
+
+# Shows the traceback of a client command's error (also VLLM_SAGEMAKER_DEBUG=1).
+DEBUG_FLAG = "--debug"
+DEBUG_VARIABLE = "VLLM_SAGEMAKER_DEBUG"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vllm-sagemaker",
         description="Serve LLMs with vLLM on Amazon SageMaker, and run batch jobs against them.",
+    )
+    parser.add_argument(
+        DEBUG_FLAG,
+        action="store_true",
+        help="show the traceback of an error instead of its one line (anywhere on the line; "
+        f"also {DEBUG_VARIABLE}=1)",
     )
     # The client's commands: loaded here, never by `serve`, which starts vLLM without them.
     from vllm_sagemaker.deploy.aws import commands
@@ -58,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_arguments(
         subcommands.add_parser(
             "deploy",
-            help="deploy to SageMaker: image, endpoint, transform, invoke, delete",
+            help="deploy to SageMaker: " + ", ".join(subcommand_names(commands.add_arguments)),
             description="Create SageMaker endpoints and transform jobs with LLM-sized defaults. "
             "Every command takes --dry-run to print its AWS calls as JSON without making them.",
         )
@@ -66,13 +76,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def subcommand_names(add_arguments: Callable[[argparse.ArgumentParser], None]) -> list[str]:
+    """The subcommands `add_arguments` defines, in order: what a summary of them lists."""
+    probe = argparse.ArgumentParser()
+    add_arguments(probe)
+    return [
+        name
+        for action in probe._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `vllm-sagemaker` command. A reader that stops early (`... | head`) ends it quietly."""
+    """The `vllm-sagemaker` command. A reader that stops early (`... | head`) ends it quietly;
+    an error a user can cause in a client command is one line (`deploy.errors`), with its
+    traceback only under `--debug` (anywhere on the line) or VLLM_SAGEMAKER_DEBUG=1."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in given or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+    given = [arg for arg in given if arg != DEBUG_FLAG]
     try:
-        return _run(list(sys.argv[1:] if argv is None else argv))
+        return _run(given)
     except BrokenPipeError:
         # Python's advice: point stdout at devnull so the flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as error:
+        command = next((arg for arg in given if not arg.startswith("-")), "")
+        if debug or command in ("", "serve"):
+            raise
+        from vllm_sagemaker.deploy.errors import explain
+
+        line = explain(error)
+        if line is None:
+            raise
+        print(f"{command}: {line}", file=sys.stderr)
         return 1
 
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 from tests import cli, processes
 from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator
-from tests.servers import Server
+from tests.servers import Server, free_port
 from tests.test_batch_runner import completion, jsonl
 
 REPO = Path(__file__).resolve().parent.parent
@@ -290,3 +291,128 @@ def test_batch_through_a_sagemaker_endpoint(
     assert_answered(tmp_path / "out.jsonl", ids)
     assert runtime.throttled > 0
     assert runtime.calls > runtime.throttled
+
+
+def bad_inputs(home: Path, dead: str) -> list[tuple[str, list[str]]]:
+    """Every client mistake of issue 39 ("Why" 2-4) as (id, arguments), run with no AWS
+    settings at all; `dead` is a URL where nothing listens."""
+    (home / "in.jsonl").write_bytes(jsonl([completion("a")]))
+    (home / "in").mkdir(exist_ok=True)
+    (home / "in" / "a.jsonl").write_bytes(b'{"prompt": "a"}\n')
+    (home / "data").mkdir(exist_ok=True)
+    batch = ["vllm-sagemaker", "batch", "-i", str(home / "in.jsonl")]
+    transform = ["vllm-sagemaker", "transform", "--output", str(home / "out")]
+    deploy = ["vllm-sagemaker", "deploy"]
+    endpoint = [
+        *deploy,
+        "endpoint",
+        "--dry-run",
+        *cli.options(image=IMAGE, model_id="org/model"),
+    ]
+
+    def endpoint_with(**options: str) -> list[str]:
+        named = {"name": "llm", "instance_type": "ml.g5.2xlarge", **options}
+        return [*endpoint, *cli.options(**named)]
+
+    return [
+        ("batch-no-region", [*batch, "-o", str(home / "o.jsonl"), "--sagemaker-endpoint", "llm"]),
+        ("batch-dead-port", [*batch, "-o", str(home / "o.jsonl"), "--endpoint", dead]),
+        ("batch-output-in-proc", [*batch, "-o", "/proc/out.jsonl", "--endpoint", dead]),
+        ("batch-output-is-a-dir", [*batch, "-o", str(home / "data"), "--endpoint", dead]),
+        (
+            "transform-no-credentials",
+            [*transform, "--input", "s3://bucket/in/", "--endpoint", dead],
+        ),
+        ("transform-dead-port", [*transform, "--input", str(home / "in"), "--endpoint", dead]),
+        (
+            "transform-no-scheme",
+            [*transform, "--input", str(home / "in"), "--endpoint", dead.removeprefix("http://")],
+        ),
+        (
+            "deploy-batch-no-credentials",
+            [
+                *deploy,
+                "batch",
+                "--dry-run",
+                *cli.options(name="b", image=IMAGE, model_id="org/m"),
+                *cli.options(instance_type="ml.g5.2xlarge", input_file="s3://b/in.jsonl"),
+                *cli.options(output_file="s3://b/out.jsonl", work_prefix="s3://b/work/"),
+            ],
+        ),
+        ("invoke-missing-body", [*deploy, "invoke", "--name", "llm", "--body", "@missing.json"]),
+        (
+            "invoke-bad-json",
+            [*deploy, "invoke", "--dry-run", "--name", "llm", "--body", "{not json"],
+        ),
+        *(
+            (f"name-{i}", endpoint_with(name=name))
+            for i, name in enumerate(["llama 3", "my_model", "llama/8b", "x" * 70, ""])
+        ),
+        ("no-ml-prefix", endpoint_with(instance_type="g5.12xlarge")),
+        ("instance-count-0", endpoint_with(instance_count="0")),
+        (
+            "image-not-ecr",
+            [
+                *deploy,
+                "endpoint",
+                "--dry-run",
+                *cli.options(
+                    name="llm",
+                    image="vllm-sagemaker:v1",
+                    model_id="org/m",
+                    instance_type="ml.g5.2xlarge",
+                ),
+            ],
+        ),
+        (
+            "model-data-local",
+            [
+                *deploy,
+                "endpoint",
+                "--dry-run",
+                *cli.options(
+                    name="llm",
+                    image=IMAGE,
+                    model_data="/local/model.tar.gz",
+                    instance_type="ml.g5.2xlarge",
+                ),
+            ],
+        ),
+        ("async-output-local", endpoint_with(async_output="/tmp/out")),
+        ("role-not-an-arn", endpoint_with(role="notanarn")),
+        ("env-serve-refuses", endpoint_with(env="PROCESS_AUTO_RECOVERY=maybe")),
+    ]
+
+
+def test_every_mistake_is_one_line(client: Path, tmp_path: Path) -> None:
+    """Each bad input of issue 39 from the client install, with no AWS settings: a non-zero
+    exit, exactly one line on stderr, no traceback, soon. "Soon" is 30 s of wall time, far
+    from the 60-600 s these waited before and wide enough for a slow or stalling machine."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    slow = []
+    for case, args in bad_inputs(tmp_path, dead):
+        began = time.monotonic()
+        done = run(client, tmp_path, *args)
+        took = time.monotonic() - began
+        assert done.returncode != 0, (case, done.stdout)
+        assert "Traceback" not in done.stderr, (case, done.stderr)
+        assert len(done.stderr.splitlines()) == 1, (case, done.stderr)
+        if took > 30:
+            slow.append((case, round(took, 1)))
+    assert slow == []
+    assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_unknown_instance_family_is_a_warning(client: Path, tmp_path: Path) -> None:
+    done = run(
+        client,
+        tmp_path,
+        "vllm-sagemaker",
+        "deploy",
+        "endpoint",
+        "--dry-run",
+        *cli.options(name="llm", image=IMAGE, model_id="org/m", instance_type="ml.g9.mega"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ml.g9.mega" in done.stderr.splitlines()[0]
+    assert json.loads(done.stdout)[-1]["operation"] == "CreateEndpoint"
