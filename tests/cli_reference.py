@@ -19,6 +19,13 @@ Every command and option, written from the commands' own definitions by
 `.venv/bin/python -m tests.cli_reference` (a test fails when this page and the code differ).
 How to use them: [batch files](batch-files.md), [Batch Transform](batch-transform.md),
 [deploying](deploy.md), [configuration](configuration.md).
+
+**Errors.** A mistake in a client command (`transform`, `batch`, `deploy ...`): a path that is
+missing or cannot be written, no AWS credentials or region, access denied, a URL where nobody
+answers, is one line on stderr, `COMMAND: what failed, the value, what to do`, and exit status 1
+(2 for a usage error argparse catches; each command's own statuses are in its description).
+`vllm-sagemaker --debug ...` (the flag anywhere on the line) or `VLLM_SAGEMAKER_DEBUG=1` shows
+the traceback instead.
 """
 
 
