@@ -46,7 +46,7 @@ SERVER_MODULES = ("vllm", "torch", "starlette", "fastapi", "transformers", "pyth
 # The repository's folders: installed under our namespace only, never at the top level.
 FOLDERS = ("container", "handler", "deploy")
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
-SERVER_EXTRA = "vllm-sagemaker[server]"
+SERVER_EXTRA = "pip install '.[server]'"
 
 
 def normalized(name: str) -> str:

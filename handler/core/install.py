@@ -1,4 +1,4 @@
-"""Which install this is: the client (`pip install vllm-sagemaker`) or the server beside vLLM.
+"""Which install this is: the client (`pip install .` from a checkout) or the server beside vLLM.
 
 The client runs the deploy kit and the batch tools. Commands that start vLLM (`serve`,
 `batch --model`) need the server install; they ask here first and say in one line what to
@@ -12,8 +12,8 @@ import importlib.util
 SERVER_MODULES = ("vllm", "python_multipart")
 
 SERVER_INSTALL = (
-    "pip install 'vllm-sagemaker[server]' beside vLLM, "
-    "or 'vllm-sagemaker[cpu]' for vLLM's CPU build"
+    "from a checkout of vllm-sagemaker, run pip install '.[server]' where vLLM is installed, "
+    "or pip install '.[cpu]' for vLLM's CPU build"
 )
 
 
