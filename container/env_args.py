@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from vllm_sagemaker.handler.core.config import API_KEY_VAR, api_keys
 from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
+from vllm_sagemaker.handler.core.environment import num_gpus, port
 
 SM_VLLM_PREFIX = "SM_VLLM_"
-DEFAULT_PORT = 8080
 MIDDLEWARE = "vllm_sagemaker.handler.middleware.SageMakerMiddleware"
 LIVE_FIRST_SCHEDULER = "vllm_sagemaker.handler.engine.live_first.LiveFirstScheduler"
 # SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
@@ -100,27 +100,15 @@ def resolve_model(env: Mapping[str, str], model_dir_entries: Sequence[str]) -> s
     raise ConfigError(NO_MODEL_MESSAGE)
 
 
-def port(env: Mapping[str, str]) -> int:
-    """8080, or SAGEMAKER_BIND_TO_PORT (multi-container endpoints and inference pipelines)."""
-    raw = env.get("SAGEMAKER_BIND_TO_PORT", "")
-    if not raw:
-        return DEFAULT_PORT
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise ConfigError(f"SAGEMAKER_BIND_TO_PORT must be a TCP port number, got {raw!r}")
-    return int(raw)
-
-
 def tensor_parallel_args(
     env: Mapping[str, str], visible_gpus: int, given: Sequence[str]
 ) -> list[str]:
     """`--tensor-parallel-size` from SM_NUM_GPUS or the visible GPU count, unless already given."""
     if _given("--tensor-parallel-size", given) or "-tp" in given:
         return []
-    raw = env.get("SM_NUM_GPUS", "")
-    if raw:
-        if not raw.isdigit() or int(raw) < 1:
-            raise ConfigError(f"SM_NUM_GPUS must be a positive whole number, got {raw!r}")
-        return ["--tensor-parallel-size", raw]
+    gpus = num_gpus(env)
+    if gpus is not None:
+        return ["--tensor-parallel-size", str(gpus)]
     if visible_gpus > 1:
         return ["--tensor-parallel-size", str(visible_gpus)]
     return []

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.handler.core.env import flag
+from vllm_sagemaker.handler.core.environment import AUTO_INSTALL_VAR, auto_install
 
 FILENAME = "requirements.txt"
 WHEELS = "requirements"
@@ -27,7 +27,7 @@ def install_command(
     has_wheels: bool,
 ) -> list[str] | None:
     """The pip command to run before the server starts, or None when there is nothing to do."""
-    if not flag(env, "STANDARD_AUTO_INSTALL_REQ", True):
+    if not auto_install(env):
         return None
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
     explicit = env.get("STANDARD_PIP_ARGS", "").strip()
@@ -60,7 +60,7 @@ def install(command: Sequence[str]) -> int:
     print(
         f"serve: installing the requirements failed (pip exited with {status}, its error is "
         "above); fix requirements.txt, ship the wheels in a requirements/ directory beside it, "
-        "or set STANDARD_AUTO_INSTALL_REQ=false",
+        f"or set {AUTO_INSTALL_VAR}=false",
         file=sys.stderr,
     )
     return 1

@@ -1,6 +1,7 @@
-"""When `serve` starts vLLM again after it died, as pure rules: the policy read from the
-environment, whether one more restart is allowed, and how an exit reads in the log and in
-`serve`'s own exit status. The processes themselves are `container.supervisor`'s.
+"""When `serve` starts vLLM again after it died, as pure rules: whether one more restart is
+allowed under the policy read from the environment (`handler.core.restart_policy`), and how an
+exit reads in the log and in `serve`'s own exit status. The processes themselves are
+`container.supervisor`'s.
 
 The variables are AWS's vLLM image's (MHCS's `standard-supervisor`), with the meaning its README
 gives: `PROCESS_AUTO_RECOVERY` (default true) restarts vLLM when it fails, and
@@ -23,18 +24,10 @@ container exits with status 1. Where ours differs from what its supervisord does
 """
 
 import signal
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from vllm_sagemaker.handler.core.env import flag, seconds, whole_number
+from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
 
-MAX_RESTARTS_LIMIT = 100
-DEFAULT_MAX_RESTARTS = 3
-# Long enough to hold three loads of a large model (several minutes each), so a server that
-# dies right after each load is given up on rather than reloaded forever.
-DEFAULT_WINDOW_S = 3600.0
-# supervisord's stopwaitsecs in AWS's image; vLLM stops in a few seconds, a running batch pauses.
-DEFAULT_STOP_TIMEOUT_S = 30.0
 # `serve`'s status when vLLM failed more often than the policy allows (AWS documents 1).
 GAVE_UP = 1
 # vLLM's status when it refused its arguments (argparse's), and then `serve`'s.
@@ -44,26 +37,6 @@ USAGE_ERROR_MESSAGE = (
     "names the one); a configuration error, so it is not started again: fix the SM_VLLM_* "
     "variable or the argument given to serve"
 )
-
-
-@dataclass(frozen=True)
-class RestartPolicy:
-    """Whether, how often and how gently `serve` restarts vLLM."""
-
-    enabled: bool = True
-    max_restarts: int = DEFAULT_MAX_RESTARTS
-    window_s: float = DEFAULT_WINDOW_S
-    stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "RestartPolicy":
-        retries = whole_number(env, "PROCESS_MAX_START_RETRIES", MAX_RESTARTS_LIMIT)
-        return cls(
-            enabled=flag(env, "PROCESS_AUTO_RECOVERY", True),
-            max_restarts=DEFAULT_MAX_RESTARTS if retries is None else retries,
-            window_s=seconds(env, "SAGEMAKER_RESTART_WINDOW_SECONDS") or DEFAULT_WINDOW_S,
-            stop_timeout_s=seconds(env, "SAGEMAKER_STOP_TIMEOUT_SECONDS") or DEFAULT_STOP_TIMEOUT_S,
-        )
 
 
 def may_restart(policy: RestartPolicy, restarts: Sequence[float], now: float) -> bool:

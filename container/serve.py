@@ -16,12 +16,12 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from vllm_sagemaker.container import env_args, hardware, requirements
-from vllm_sagemaker.container.restarts import RestartPolicy
 from vllm_sagemaker.container.supervisor import Supervisor
 from vllm_sagemaker.handler.core import handler_specs
-from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.env import ConfigError, model_dir
+from vllm_sagemaker.handler.core.environment import environment_problems
 from vllm_sagemaker.handler.core.install import server_missing
+from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
 
 # `vllm serve` of this interpreter's vLLM (see container.vllm_cli). Unlike vLLM's single
 # API-server module, it honours --api-server-count (several API-server processes), headless
@@ -57,12 +57,11 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         print(f"serve: {missing}", file=sys.stderr)
         return 1
     try:
-        Config.from_env(os.environ)
-        policy = RestartPolicy.from_env(os.environ)
-        command, added = server_command(os.environ, extra)
-        problems = handler_specs.problems(os.environ, handler_specs.read_source)
+        problems = environment_problems(os.environ, handler_specs.read_source)
         if problems:
             raise ConfigError("; ".join(problems))
+        policy = RestartPolicy.from_env(os.environ)
+        command, added = server_command(os.environ, extra)
         install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     except ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)

@@ -36,9 +36,12 @@ def script_path(env: Mapping[str, str]) -> str:
     return os.path.join(code_dir(env), env.get(SCRIPT_VARIABLE) or DEFAULT_SCRIPT)
 
 
-def spec_problem(variable: str, spec: str, env: Mapping[str, str], read: ReadSource) -> str | None:
+def spec_problem(
+    variable: str, spec: str, env: Mapping[str, str], read: ReadSource | None
+) -> str | None:
     """Why the handler spec in `variable` cannot load, or None when it may (a spec naming a
-    module other than the script is left to MHCS: finding it would mean importing it)."""
+    module other than the script is left to MHCS: finding it would mean importing it). With no
+    `read` (the files are out of reach) only the spec's form is checked."""
     spec = spec.strip()
     if not spec or (spec.startswith("/") and ":" not in spec):
         return None
@@ -49,6 +52,8 @@ def spec_problem(variable: str, spec: str, env: Mapping[str, str], read: ReadSou
             "/absolute/path/file.py:function or package.module:function"
         )
     target, function = match.groups()
+    if read is None:
+        return None
     if target.endswith(".py"):
         path = target if os.path.isabs(target) else os.path.join(code_dir(env), target)
     elif target == _SCRIPT_MODULE:
@@ -88,7 +93,7 @@ def top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def problems(env: Mapping[str, str], read: ReadSource) -> list[str]:
+def problems(env: Mapping[str, str], read: ReadSource | None) -> list[str]:
     """Every handler spec in `env` that cannot load."""
     found = (spec_problem(v, env.get(v, ""), env, read) for v in HANDLER_VARIABLES)
     return [problem for problem in found if problem]
