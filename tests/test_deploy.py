@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from tests import cli
-from vllm_sagemaker.deploy.aws import commands, split
+from vllm_sagemaker.deploy.aws import actions, split
 from vllm_sagemaker.deploy.aws import plan as aws_plan
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
@@ -105,25 +105,25 @@ def test_transform_plan(join: bool) -> None:
         "--image",
         IMAGE,
         "--model-data",
-        "s3://m/model.tar.gz",
+        "s3://models/model.tar.gz",
         "--instance-type",
         "ml.g5.2xlarge",
         "--instance-count",
         "3",
         "--input",
-        "s3://d/in/",
+        "s3://data/in/",
         "--output",
-        "s3://d/out/",
+        "s3://data/out/",
         *(["--join-source", "Input"] if join else []),
     )
     assert [c["operation"] for c in calls] == ["CreateModel", "CreateTransformJob"]
-    assert calls[0]["params"]["PrimaryContainer"]["ModelDataUrl"] == "s3://m/model.tar.gz"
+    assert calls[0]["params"]["PrimaryContainer"]["ModelDataUrl"] == "s3://models/model.tar.gz"
     job = calls[1]["params"]
     assert job["BatchStrategy"] == "MultiRecord"
     assert job["TransformInput"]["SplitType"] == "Line"
     assert job["TransformInput"]["ContentType"] == "application/jsonlines"
     assert job["TransformOutput"] == {
-        "S3OutputPath": "s3://d/out/",
+        "S3OutputPath": "s3://data/out/",
         "Accept": "application/jsonlines",
         "AssembleWith": "Line",
     }
@@ -143,15 +143,15 @@ def test_transform_refuses_a_model_prefix() -> None:
         "--image",
         IMAGE,
         "--model-prefix",
-        "s3://m/p/",
+        "s3://models/p/",
         "--instance-type",
         "ml.g5.2xlarge",
         "--input",
-        "s3://d/in/",
+        "s3://data/in/",
         "--output",
-        "s3://d/out/",
+        "s3://data/out/",
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "ModelDataSource" in done.stderr and "--model-data" in done.stderr
 
 
@@ -286,22 +286,24 @@ def test_streamed_tokens_are_printed_as_they_arrive() -> None:
         b"\ndata: [DONE]\n\n",
     ]
     events = [{"PayloadPart": {"Bytes": piece}} for piece in pieces]
-    assert list(commands.stream_text(events)) == ["Hello", ", world"]
+    assert list(actions.stream_text(events)) == ["Hello", ", world"]
 
 
 @pytest.mark.parametrize("command", ["endpoint", "transform"])
 def test_stream_weights_from_an_s3_prefix(command: str) -> None:
-    job = ["--input", "s3://d/in/", "--output", "s3://d/out/"] if command == "transform" else []
+    job = (
+        ["--input", "s3://data/in/", "--output", "s3://data/out/"] if command == "transform" else []
+    )
     calls = plan(
         command,
         *cli.options(
-            name="llm", image=IMAGE, model_prefix="s3://m/llama", instance_type="ml.g5.2xlarge"
+            name="llm", image=IMAGE, model_prefix="s3://models/llama", instance_type="ml.g5.2xlarge"
         ),
         "--stream-weights",
         *job,
     )
     container = calls[0]["params"]["PrimaryContainer"]
-    assert container["Environment"]["SM_VLLM_MODEL"] == "s3://m/llama/"
+    assert container["Environment"]["SM_VLLM_MODEL"] == "s3://models/llama/"
     assert "ModelDataSource" not in container and "ModelDataUrl" not in container
 
 
@@ -314,7 +316,7 @@ def test_stream_weights_needs_a_prefix() -> None:
 
 
 def test_async_endpoint_marks_the_container() -> None:
-    calls = plan("endpoint", *model_options("llm", "ml.g5.2xlarge", async_output="s3://o/"))
+    calls = plan("endpoint", *model_options("llm", "ml.g5.2xlarge", async_output="s3://outputs/"))
     environment = calls[0]["params"]["PrimaryContainer"]["Environment"]
     assert environment["SAGEMAKER_ASYNC_INFERENCE"] == "true"
     plain = plan("endpoint", *model_options("llm", "ml.g5.2xlarge"))
@@ -451,8 +453,8 @@ def test_a_dry_run_that_cannot_read_says_what_it_assumed() -> None:
         [
             "batch",
             *model_options("b", "ml.g5.2xlarge"),
-            *cli.options(input_file="s3://b/in.jsonl", output_file="s3://b/out.jsonl"),
-            *cli.options(work_prefix="s3://b/work/"),
+            *cli.options(input_file="s3://bucket/in.jsonl", output_file="s3://bucket/out.jsonl"),
+            *cli.options(work_prefix="s3://bucket/work/"),
         ],
     ],
 )

@@ -21,9 +21,10 @@ from tests.servers import Server
 from tests.test_batch_runner import jsonl
 from tests.test_deploy import ROLE, deploy, model_options
 from tests.transform_emulator import Fleet, transform_emulator
+from vllm_sagemaker.deploy.aws.plan import MAX_NAME
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.jobs import JobSpec
-from vllm_sagemaker.deploy.fleet.shards import MAX_JOB_NAME, Job, Plan, Shard, job_name, shard_sizes
+from vllm_sagemaker.deploy.fleet.shards import Job, Plan, Shard, job_name, shard_sizes
 from vllm_sagemaker.deploy.io import storage
 
 
@@ -364,7 +365,7 @@ def test_shard_sizes(requests: int, instances: int, shard_lines: int, sizes: lis
 
 def test_job_names_stay_valid() -> None:
     name = job_name("a-very-long-batch-name-" * 4, 12, 3)
-    assert len(name) <= MAX_JOB_NAME and name.endswith("-00012-3")
+    assert len(name) <= MAX_NAME and name.endswith("-00012-3")
 
 
 @pytest.mark.parametrize("key", [API_KEY, None])

@@ -1,487 +1,62 @@
-"""`vllm-sagemaker deploy ...`: endpoints, transform jobs, invocations and clean-up on SageMaker.
+"""`vllm-sagemaker deploy ...`: the commands' options, the checks made before any AWS call, and
+the dispatch to what each command does (`deploy.aws.actions`).
 
-Each command reads what decides its plan (`deploy.aws.reads`), builds the plan with
-`deploy.aws.plan` and carries it out with `deploy.aws.run`; `--dry-run` makes the same reads and
-prints the same plan as JSON, and writes nothing.
+This module loads no boto3, so `vllm-sagemaker --help` stays quick: the commands load it only
+when one of them runs.
 """
 
 import argparse
-import asyncio
-import base64
-import json
 import os
-import subprocess
 import sys
-import uuid
-from typing import Any
 
-import botocore.exceptions
+from vllm_sagemaker.deploy.aws import region, validate
+from vllm_sagemaker.deploy.aws.plan import POLL_S
+from vllm_sagemaker.deploy.aws.validate import ROLE_VARIABLE, USAGE_ERROR, Refused
+from vllm_sagemaker.deploy.fleet.shards import DEFAULT_SHARD_LINES
+from vllm_sagemaker.deploy.io.invoke import add_api_key_argument
 
-from vllm_sagemaker.deploy.aws import plan as aws_plan
-from vllm_sagemaker.deploy.aws import run as aws_run
-from vllm_sagemaker.deploy.aws import split
-from vllm_sagemaker.deploy.aws.instances import TRANSFORM_FAMILIES, gpu_count
-from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
-from vllm_sagemaker.deploy.aws.reads import Reads
-from vllm_sagemaker.deploy.fleet import runner as fleet
-from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
-from vllm_sagemaker.deploy.io import storage
-from vllm_sagemaker.deploy.io.invoke import add_api_key_argument, api_key
-from vllm_sagemaker.handler.core import s3_uri
-from vllm_sagemaker.handler.core.jsonlines import iter_records
-
-ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
-# What a dry run shows for a role it was not given.
-ROLE_PLACEHOLDER = f"<{ROLE_VARIABLE}>"
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"deploy: --env takes KEY=VALUE, got {pair!r}")
-        env[key] = value
-    return env
-
-
-def _role(args: argparse.Namespace) -> str:
-    role = args.role or os.environ.get(ROLE_VARIABLE)
-    if role:
-        return role
-    if args.dry_run:
-        return ROLE_PLACEHOLDER
-    raise SystemExit(f"deploy: give --role ARN or set {ROLE_VARIABLE}")
-
-
-def _source(args: argparse.Namespace) -> ModelSource:
-    if args.stream_weights and not args.model_prefix:
-        raise SystemExit("deploy: --stream-weights streams from --model-prefix; give one")
-    return ModelSource(args.model_id, args.model_data, args.model_prefix, args.stream_weights)
+EXIT_STATUS = (
+    "Exit status: 0 when done, 1 when AWS or the run failed, 2 when an option is refused "
+    "(checked before any AWS call, in a dry run too)."
+)
 
 
 def _say(text: str) -> None:
     print(f"deploy: {text}", file=sys.stderr, flush=True)
 
 
-def endpoint(args: argparse.Namespace) -> int:
-    reads = Reads(args.dry_run)
-    describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
-    existing = reads.describe(
-        describe,
-        f"the plan assumes endpoint {args.name} does not exist; if it does, the run creates a "
-        f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead",
-    )
-    version = aws_plan.version() if existing else None
-    if version:
-        _say(f"{args.name} exists; the run updates it to version {version}")
-    calls = aws_plan.endpoint_calls(
-        args.name,
-        args.image,
-        _source(args),
-        args.instance_type,
-        args.instance_count,
-        _env(args.env),
-        _role(args),
-        args.async_output,
-        version,
-    )
-    aws_run.execute(calls, args.dry_run, reads.assumed)
-    if not args.dry_run and not args.no_wait:
-        aws_run.wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
-        _say(f"endpoint {args.name} is InService")
-    return 0
+def main(args: argparse.Namespace) -> int:
+    """Check the options (one line and exit status 2 for the first problem; warnings go on),
+    point boto3 at the region, run the command."""
+    findings = validate.check(args, os.environ)
+    if findings.problems:
+        _say(findings.problems[0])
+        return USAGE_ERROR
+    for warning in findings.warnings:
+        _say(f"warning: {warning}")
+    region.use_region(args.region, os.environ)
+    from vllm_sagemaker.deploy.aws import actions
 
-
-def split_plan(
-    reads: Reads, input_prefix: str, output: str, job: str, instances: int
-) -> tuple[str, list[Call]]:
-    """The prefix the job should read and the calls that fill it: `input_prefix` itself when it
-    holds at least as many files as instances, else the job's own prefix beside the output with
-    the files split into whole-line parts (and the parts an earlier attempt of the job left
-    there deleted)."""
-    target = split.split_prefix(output, job)
-    if split.overlap(input_prefix, target):
-        raise SystemExit(
-            f"deploy: the input's parts would go to {target}, which overlaps --input "
-            f"{input_prefix}; give an --output outside the input"
-        )
-
-    def listed() -> list[storage.InputFile]:
-        try:
-            return storage.list_inputs(input_prefix)
-        except FileNotFoundError:
-            raise SystemExit(f"deploy: no input files under --input {input_prefix}") from None
-
-    files = reads.guarded(
-        listed,
-        f"the files under {input_prefix}",
-        f"the plan assumes they number at least {instances}; with fewer, the run first splits "
-        f"them into parts under {target}",
-        None,
-    )
-    if files is None or len(files) >= instances:
-        return input_prefix, []
-
-    def counted() -> list[split.Counted]:
-        result = []
-        for file in files:
-            with storage.reading(file.uri) as source:
-                lines = sum(1 for _ in iter_records(source))
-            result.append(split.Counted(file.uri, file.relative, lines))
-        return result
-
-    puts = split.part_calls(reads.required(counted, input_prefix), instances, target)
-    planned = {call.params["Key"] for call in puts}
-    bucket, _ = s3_uri.s3_parts(target)
-    found = reads.s3_keys(target)
-    foreign = [key for key in found if not split.is_part(key)]
-    if foreign:
-        raise SystemExit(
-            f"deploy: {target} holds {foreign[0]}, which no split wrote, and the job would read "
-            "it: remove it, or give the job another --name"
-        )
-    deletes = [
-        Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
-        for key in found
-        if key not in planned
-    ]
-    _say(
-        f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run splits "
-        f"them into {len(puts)} parts under {target}"
-    )
-    return target, [*deletes, *puts]
-
-
-def _check_transform(args: argparse.Namespace) -> None:
-    """What a transform job needs of the model and the instance type; SystemExit if amiss."""
-    if args.model_prefix and not args.stream_weights:
-        raise SystemExit(
-            "deploy: --model-prefix cannot be used for Batch Transform: SageMaker does not copy "
-            "an uncompressed S3 prefix (ModelDataSource) for transform jobs. Add "
-            "--stream-weights (the container streams the weights from the prefix itself), pack "
-            "the model as model.tar.gz and give --model-data, or use --model-id."
-        )
-    family = args.instance_type.split(".")[1] if args.instance_type.count(".") == 2 else ""
-    if gpu_count(args.instance_type) and family not in TRANSFORM_FAMILIES:
-        raise SystemExit(
-            f"deploy: {args.instance_type} cannot run transform jobs; GPU families allowed: "
-            + ", ".join(TRANSFORM_FAMILIES)
-        )
-    if gpu_count(args.instance_type):
-        _say(
-            "note: transform instances run NVIDIA driver 470 or 535 (CUDA <= 12.2); an "
-            "image built for a newer CUDA may fail to start there"
-        )
-
-
-def model_calls(reads: Reads, model: Call) -> list[Call]:
-    """The CreateModel call, unless SageMaker holds that model already as the kit would create
-    it (then none); SystemExit naming the difference when it holds another model of that name."""
-    name = model.params["ModelName"]
-    existing = reads.describe(
-        Call("sagemaker", "DescribeModel", {"ModelName": name}),
-        f"the plan assumes no model named {name} exists; if one does and differs, the run stops",
-    )
-    if existing is None:
-        return [model]
-    role_known = model.params["ExecutionRoleArn"] != ROLE_PLACEHOLDER
-    differences = aws_plan.model_differences(existing, model, role_known)
-    if differences:
-        raise SystemExit(
-            f"deploy: a model named {name} exists and differs from this one ("
-            + "; ".join(differences)
-            + "); give another --name, or delete that model first"
-        )
-    _say(f"model {name} exists as asked; the run uses it")
-    return []
-
-
-def transform(args: argparse.Namespace) -> int:
-    _check_transform(args)
-    reads = Reads(args.dry_run)
-    describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
-    if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
-        raise SystemExit(
-            f"deploy: a transform job named {args.name} exists; give the new job another --name"
-        )
-    env = aws_plan.model_env(_env(args.env), args.instance_type)
-    model = aws_plan.create_model(args.name, args.image, _source(args), env, _role(args))
-    input_prefix, parts = split_plan(reads, args.input, args.output, args.name, args.instance_count)
-    job = aws_plan.transform_call(
-        args.name,
-        input_prefix,
-        args.output,
-        args.instance_type,
-        args.instance_count,
-        args.max_payload_mb,
-        args.max_concurrent_transforms,
-        args.join_source == "Input",
-    )
-    aws_run.execute([*parts, *model_calls(reads, model), job], args.dry_run, reads.assumed)
-    if not args.dry_run and not args.no_wait:
-        aws_run.wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
-        for file in storage.list_inputs(input_prefix):
-            print(storage.joined(args.output, file.relative + ".out"))
-    return 0
-
-
-def fleet_batch(args: argparse.Namespace) -> int:
-    """`deploy batch`: an OpenAI batch file on transform instances (or --local containers)."""
-    if args.cancel:
-        return fleet.cancel(args.work_prefix, args.dry_run)
-    if args.api_key and not args.local:
-        raise SystemExit(
-            "deploy: --api-key is for --local containers: SageMaker's transform jobs call the "
-            "container without one (leave SM_VLLM_API_KEY unset there)"
-        )
-    if not args.input_file or not args.output_file:
-        raise SystemExit("deploy: batch needs --input-file and --output-file")
-    settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
-    batch = fleet.FleetBatch(
-        args.name,
-        args.input_file,
-        args.output_file,
-        args.error_file,
-        args.work_prefix,
-        len(args.local) if args.local else args.instance_count,
-        args.shard_lines,
-        args.instance_price,
-    )
     try:
-        if args.local and args.dry_run:
-            sys.stdout.buffer.write(fleet.preview(batch).to_json() + b"\n")
-            return 0
-        if args.local:
-            jobs = LocalJobs(args.local, settings, api_key(args.api_key))
-            return asyncio.run(fleet.run(batch, jobs))
-        return _fleet_on_sagemaker(args, batch, settings)
-    except fleet.Unusable as error:
-        _say(str(error))
-        return 2
-    except KeyboardInterrupt:
-        _say(
-            "stopped; no new job starts. Transform jobs already started keep running; "
-            "run the same command again to collect them and finish the rest"
-        )
-        return 130
-
-
-def _fleet_on_sagemaker(
-    args: argparse.Namespace, batch: fleet.FleetBatch, settings: TransformSettings
-) -> int:
-    """The shards as transform jobs: the model (made once, or reused when SageMaker holds it as
-    asked), then the run; with --dry-run, what the run would write."""
-    if not (args.image and args.instance_type and _has_model(args)):
-        raise SystemExit(
-            "deploy: batch on SageMaker needs --image, --instance-type and a model "
-            "(--model-id, --model-data or --model-prefix); or give --local URL..."
-        )
-    _check_transform(args)
-    reads = Reads(args.dry_run)
-    model = aws_plan.create_model(
-        args.name,
-        args.image,
-        _source(args),
-        aws_plan.model_env(_env(args.env), args.instance_type),
-        _role(args),
-    )
-    first = model_calls(reads, model)
-
-    def jobs() -> SageMakerJobs:
-        return SageMakerJobs(
-            args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
-        )
-
-    if args.dry_run:
-        read = f"the batch's input {batch.input} and work prefix {batch.work}"
-        calls = reads.required(lambda: fleet.planned_calls(batch, jobs(), first), read)
-        aws_run.execute(calls, True, reads.assumed)
-        return 0
-    return asyncio.run(fleet.run(batch, jobs(), lambda: aws_run.execute(first, False)))
-
-
-def _has_model(args: argparse.Namespace) -> bool:
-    return bool(args.model_id or args.model_data or args.model_prefix)
-
-
-def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
-    """What `deploy delete --name NAME` removes: the endpoint NAME and every endpoint config and
-    model named NAME or `NAME-<UTC time>` (the kit's versions of it); nothing else (`NAME-prod`
-    is another's). Also what it keeps that the endpoint uses under another name."""
-    endpoint = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}))
-    kept: list[str] = []
-    if endpoint:
-        current = endpoint["EndpointConfigName"]
-        config = reads.describe(
-            Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": current})
-        )
-        used = [("endpoint config", current)] + [
-            ("model", variant["ModelName"])
-            for variant in (config or {}).get("ProductionVariants", [])
-        ]
-        kept = [
-            f"keeps {kind} {used_name}: endpoint {name} uses it, but the name is not {name}'s"
-            for kind, used_name in used
-            if not aws_plan.is_version_of(name, used_name)
-        ]
-    configs, models = (
-        [
-            found
-            for found in reads.names(operation, items, key, NameContains=name)
-            if aws_plan.is_version_of(name, found)
-        ]
-        for operation, items, key in (
-            ("ListEndpointConfigs", "EndpointConfigs", "EndpointConfigName"),
-            ("ListModels", "Models", "ModelName"),
-        )
-    )
-    return aws_plan.delete_calls(name if endpoint else None, configs, models), kept
-
-
-def delete(args: argparse.Namespace) -> int:
-    calls, kept = delete_plan(Reads(args.dry_run), args.name)
-    for line in kept:
-        _say(line)
-    if not calls:
-        raise SystemExit(
-            f"deploy: nothing to delete: no endpoint, endpoint config or model named {args.name} "
-            f"or {args.name}-<UTC time>"
-        )
-    if args.dry_run:
-        aws_run.execute(calls, True)
-        return 0
-    failed = 0
-    for call in calls:
-        try:
-            aws_run.execute([call], False)
-        except botocore.exceptions.ClientError as error:
-            failed += 1
-            _say(f"{call.operation} failed: {error}")
-            if call.operation == "DeleteEndpoint":
-                _say("its endpoint configs and models are kept while the endpoint stands")
-                return 1
-    if failed:
-        _say(f"{failed} of {len(calls)} deletions failed; run the same command again to retry")
-        return 1
-    return 0
-
-
-def _body(text: str) -> bytes:
-    if text.startswith("@"):
-        with open(text[1:], "rb") as file:
-            return file.read()
-    return text.encode()
-
-
-def async_output(reads: Reads, name: str) -> str:
-    """Where the async endpoint `name` writes its answers (its config's S3OutputPath)."""
-    assumption = f"the plan assumes {name} is an async endpoint writing to <S3OutputPath>"
-    endpoint = reads.describe(
-        Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}), assumption
-    )
-    if endpoint is None and reads.assumed:
-        return "s3://<S3OutputPath>"
-    if endpoint is None:
-        raise SystemExit(f"deploy: there is no endpoint named {name}")
-    config_name = endpoint["EndpointConfigName"]
-    describe = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
-    config = reads.describe(describe) or {}
-    output = config.get("AsyncInferenceConfig", {}).get("OutputConfig", {}).get("S3OutputPath")
-    if not output:
-        raise SystemExit(f"deploy: {name} is not an async endpoint (deploy it with --async-output)")
-    return str(output)
-
-
-def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
-    """Upload the body beside the endpoint's async outputs, invoke, print where the answer
-    will appear."""
-    reads = Reads(dry_run)
-    location = storage.joined(async_output(reads, name), f"inputs/{uuid.uuid4().hex}.json")
-    params = {"EndpointName": name, "InputLocation": location, "ContentType": "application/json"}
-    calls = [
-        aws_plan.put(location, body),
-        Call("sagemaker-runtime", "InvokeEndpointAsync", params),
-    ]
-    answers = aws_run.execute(calls, dry_run, reads.assumed)
-    if answers:
-        print(answers[-1]["OutputLocation"])
-    return 0
-
-
-def invoke(args: argparse.Namespace) -> int:
-    body = _body(args.body)
-    if args.use_async:
-        return invoke_async(args.name, body, args.dry_run)
-    params: dict[str, Any] = {
-        "EndpointName": args.name,
-        "ContentType": "application/json",
-        "Body": body,
-    }
-    operation = "InvokeEndpointWithResponseStream" if args.stream else "InvokeEndpoint"
-    answers = aws_run.execute([Call("sagemaker-runtime", operation, params)], args.dry_run)
-    if not answers:
-        return 0
-    if not args.stream:
-        sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
-        return 0
-    for text in stream_text(answers[0]["Body"]):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    sys.stdout.write("\n")
-    return 0
-
-
-def stream_text(events: Any) -> Any:
-    """The generated text in a stream of server-sent events, as it arrives."""
-    pending = b""
-    for event in events:
-        pending += event.get("PayloadPart", {}).get("Bytes", b"")
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            data = line.removeprefix(b"data:").strip()
-            if not line.startswith(b"data:") or data == b"[DONE]":
-                continue
-            for choice in json.loads(data).get("choices", []):
-                yield choice.get("text") or (choice.get("delta") or {}).get("content") or ""
-
-
-def image(args: argparse.Namespace) -> int:
-    """Make the ECR repository if it is missing, then log in, build and push with docker."""
-    reads = Reads(args.dry_run)
-    describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
-    found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
-    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in aws_plan.TAGS]
-    create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": tags})
-    plan = [] if found else [create]
-    if args.dry_run:
-        aws_run.execute(plan, True, reads.assumed)
-        uri = f"<registry>/{args.repository}:{args.tag}"
-        _say(f"then: docker login, docker build -t {uri} {args.context}, docker push {uri}")
-        return 0
-    answers = aws_run.execute(plan, False)
-    repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
-    uri = f"{repository['repositoryUri']}:{args.tag}"
-    (auth,) = aws_run.execute([Call("ecr", "GetAuthorizationToken", {})], False)
-    token = auth["authorizationData"][0]
-    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
-    registry = token["proxyEndpoint"]
-    for command, stdin in (
-        ([args.docker, "login", "--username", user, "--password-stdin", registry], password),
-        ([args.docker, "build", "-t", uri, args.context], None),
-        ([args.docker, "push", uri], None),
-    ):
-        subprocess.run(command, input=stdin, text=True, check=True)
-    print(uri)
-    return 0
+        return actions.COMMANDS[args.deploy_command](args)
+    except Refused as refused:
+        _say(str(refused))
+        return USAGE_ERROR
 
 
 def _model_options(
     parser: argparse.ArgumentParser, prefix_allowed: bool, required: bool = True
 ) -> None:
     source = parser.add_mutually_exclusive_group(required=required)
-    source.add_argument("--model-id", help="a Hugging Face model id (HF_MODEL_ID)")
-    source.add_argument("--model-data", metavar="S3_TAR_GZ", help="s3://.../model.tar.gz")
+    source.add_argument(
+        "--model-id",
+        help="a Hugging Face model id the container downloads at start (HF_MODEL_ID)",
+    )
+    source.add_argument(
+        "--model-data",
+        metavar="S3_TAR_GZ",
+        help="s3://bucket/.../model.tar.gz, which SageMaker unpacks into /opt/ml/model",
+    )
     source.add_argument(
         "--model-prefix",
         metavar="S3_PREFIX",
@@ -496,6 +71,111 @@ def _model_options(
     )
 
 
+def _container_options(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """The image, the instances and the model's environment and role."""
+    parser.add_argument(
+        "--image",
+        required=required,
+        metavar="ECR_URI",
+        help="the image in ECR: <account>.dkr.ecr.<region>.amazonaws.com/<repository>[:tag] "
+        "(what `deploy image` prints)",
+    )
+    parser.add_argument(
+        "--instance-type",
+        required=required,
+        metavar="TYPE",
+        help="ml.<family>.<size>, e.g. ml.g5.12xlarge; tensor parallelism spans its GPUs",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable of the container's environment (SM_VLLM_*, SAGEMAKER_*; repeat for "
+        "more); a value `serve` would refuse is refused here",
+    )
+    parser.add_argument(
+        "--role",
+        metavar="ARN",
+        help=f"the execution role SageMaker runs the model as (default ${ROLE_VARIABLE})",
+    )
+
+
+def _transform_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-payload-mb",
+        type=int,
+        default=1,
+        metavar="MB",
+        help="the largest mini-batch SageMaker sends (0-100; times "
+        "--max-concurrent-transforms at most 100)",
+    )
+    parser.add_argument(
+        "--max-concurrent-transforms",
+        type=int,
+        default=2,
+        metavar="N",
+        help="mini-batches in flight per instance (0: SageMaker asks the container)",
+    )
+
+
+def _fleet_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-i", "--input-file", metavar="INPUT", help="the OpenAI batch file: a path or s3:// URL"
+    )
+    parser.add_argument(
+        "-o", "--output-file", metavar="OUTPUT", help="where the answers go: a path or s3:// URL"
+    )
+    parser.add_argument("--error-file", metavar="PATH", help="failed lines go here")
+    parser.add_argument(
+        "--work-prefix",
+        required=True,
+        metavar="PREFIX",
+        help="s3:// prefix (a directory with --local) for shards, outputs and the plan",
+    )
+    parser.add_argument(
+        "--shard-lines",
+        type=int,
+        default=DEFAULT_SHARD_LINES,
+        metavar="N",
+        help=f"at most N lines per shard (default {DEFAULT_SHARD_LINES})",
+    )
+    parser.add_argument(
+        "--instance-price", type=float, metavar="USD", help="price of one instance-hour"
+    )
+    parser.add_argument(
+        "--cancel", action="store_true", help="start no new job for this --work-prefix"
+    )
+    parser.add_argument(
+        "--local",
+        nargs="+",
+        metavar="URL",
+        help="run the shards with the local transform runner against these containers",
+    )
+    parser.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=POLL_S,
+        metavar="S",
+        help=f"how often transform jobs are polled (default {POLL_S:g})",
+    )
+
+
+def _name(parser: argparse.ArgumentParser, command: str, names: str) -> None:
+    parser.add_argument(
+        "--name",
+        required=True,
+        help=f"{names}: {validate.NAME_CHARACTERS}, at most "
+        f"{validate.longest_name(command)} characters",
+    )
+
+
+def _no_wait(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--no-wait", action="store_true", help=f"return once it is created, without waiting {what}"
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="deploy_command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
@@ -504,65 +184,107 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read what decides the plan, print the calls a real run makes as JSON, write nothing",
     )
+    common.add_argument(
+        "--region",
+        help="the AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the AWS "
+        "profile's)",
+    )
 
-    build = commands.add_parser("image", parents=[common], help="build and push the image to ECR")
-    build.add_argument("--repository", default="vllm-sagemaker")
-    build.add_argument("--tag", default="latest")
-    build.add_argument("--context", default=".", help="the docker build context")
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name, parents=[common], help=summary, description=f"{description} {EXIT_STATUS}"
+        )
+
+    build = command(
+        "image",
+        "build the image and push it to ECR",
+        "Create the ECR repository when it is missing, then docker login, build and push; prints "
+        "the image URI to give --image. Needs Docker and a checkout of this repository (the "
+        "build context).",
+    )
+    build.add_argument("--repository", default="vllm-sagemaker", help="the ECR repository")
+    build.add_argument("--tag", default="latest", help="the image's tag")
+    build.add_argument(
+        "--context", default=".", help="the docker build context: the checkout's root"
+    )
     build.add_argument("--docker", default="docker", help="the docker CLI to use")
-    build.set_defaults(handler=image)
 
-    hosted = commands.add_parser("endpoint", parents=[common], help="create a SageMaker endpoint")
-    hosted.add_argument("--name", required=True)
-    hosted.add_argument("--image", required=True)
+    hosted = command(
+        "endpoint",
+        "create (or update) a SageMaker endpoint",
+        "Create a real-time (or, with --async-output, async) endpoint: a model, an endpoint "
+        "config and the endpoint, then wait until it is InService. An endpoint of that name is "
+        "updated instead, to a new model and config named NAME-<UTC time>.",
+    )
+    _name(hosted, "endpoint", "the endpoint, its config and its model")
     _model_options(hosted, True)
-    hosted.add_argument("--instance-type", required=True)
-    hosted.add_argument("--instance-count", type=int, default=1)
-    hosted.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    hosted.add_argument("--role", help=f"execution role ARN (default ${ROLE_VARIABLE})")
-    hosted.add_argument("--async-output", metavar="S3_PREFIX", help="make it an async endpoint")
-    hosted.add_argument("--no-wait", action="store_true")
-    hosted.set_defaults(handler=endpoint)
+    _container_options(hosted)
+    hosted.add_argument(
+        "--instance-count", type=int, default=1, metavar="N", help="instances behind it"
+    )
+    hosted.add_argument(
+        "--async-output",
+        metavar="S3_PREFIX",
+        help="make it an async endpoint that writes its answers under this prefix",
+    )
+    _no_wait(hosted, "for InService")
 
-    job = commands.add_parser("transform", parents=[common], help="run a Batch Transform job")
-    job.add_argument("--name", required=True)
-    job.add_argument("--image", required=True)
+    job = command(
+        "transform",
+        "run a Batch Transform job over JSON Lines",
+        "Run a Batch Transform job over the JSON Lines files under --input (split into parts "
+        "when there are fewer files than instances); wait for it and print where each file's "
+        "answers are.",
+    )
+    _name(job, "transform", "the transform job and its model")
     _model_options(job, False)
-    job.add_argument("--input", required=True, metavar="S3_PREFIX")
-    job.add_argument("--output", required=True, metavar="S3_PREFIX")
-    job.add_argument("--instance-type", required=True)
-    job.add_argument("--instance-count", type=int, default=1)
-    job.add_argument("--max-payload-mb", type=int, default=1)
-    job.add_argument("--max-concurrent-transforms", type=int, default=2)
-    job.add_argument("--join-source", choices=["Input", "None"], default="None")
-    job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    job.add_argument("--role", help=f"execution role ARN (default ${ROLE_VARIABLE})")
-    job.add_argument("--no-wait", action="store_true")
-    job.set_defaults(handler=transform)
+    job.add_argument(
+        "--input", required=True, metavar="S3_PREFIX", help="the JSON Lines files to transform"
+    )
+    job.add_argument("--output", required=True, metavar="S3_PREFIX", help="where the .out files go")
+    _container_options(job)
+    job.add_argument(
+        "--instance-count", type=int, default=1, metavar="N", help="instances of the job"
+    )
+    _transform_options(job)
+    job.add_argument(
+        "--join-source",
+        choices=["Input", "None"],
+        default="None",
+        help="Input: each answer line also holds its input record",
+    )
+    _no_wait(job, "for the job to end")
 
-    fleet_job = commands.add_parser(
+    fleet_job = command(
         "batch",
-        parents=[common],
-        help="run an OpenAI batch file on a fleet of Batch Transform instances",
+        "run an OpenAI batch file on a fleet of Batch Transform instances",
+        "Run an OpenAI batch file on transform jobs, one instance each, --instance-count at a "
+        "time (or on running containers with --local): the file is checked and cut into "
+        "shards under --work-prefix, and the answers are merged in input order. Running the "
+        "same command again finishes what an earlier run left.",
     )
-    fleet_job.add_argument("--name", required=True, help="names the model and the jobs")
-    fleet_job.add_argument("--image")
+    _name(fleet_job, "batch", "the model, and the jobs NAME-<shard>-<attempt>")
     _model_options(fleet_job, False, required=False)
-    fleet_job.add_argument("--instance-type")
+    _container_options(fleet_job, required=False)
     fleet_job.add_argument(
-        "--instance-count", type=int, default=1, help="transform jobs (one instance each) at once"
+        "--instance-count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="transform jobs (one instance each) at once",
     )
-    fleet_job.add_argument("--max-payload-mb", type=int, default=1)
-    fleet_job.add_argument("--max-concurrent-transforms", type=int, default=2)
-    fleet_job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    fleet_job.add_argument("--role", help=f"execution role ARN (default ${ROLE_VARIABLE})")
-    fleet.add_arguments(fleet_job)
+    _transform_options(fleet_job)
+    _fleet_options(fleet_job)
     add_api_key_argument(fleet_job, " (with --local)")
-    fleet_job.set_defaults(handler=fleet_batch)
 
-    call = commands.add_parser("invoke", parents=[common], help="call an endpoint")
-    call.add_argument("--name", required=True)
-    call.add_argument("--body", required=True, help="JSON, or @file")
+    call = command(
+        "invoke",
+        "call an endpoint",
+        "Send one JSON request to an endpoint and print its answer (or stream it, or, for an "
+        "async endpoint, print where the answer will appear).",
+    )
+    _name(call, "invoke", "the endpoint")
+    call.add_argument("--body", required=True, help="the request: JSON, or @file holding it")
     mode = call.add_mutually_exclusive_group()
     mode.add_argument("--stream", action="store_true", help="print tokens as they arrive")
     mode.add_argument(
@@ -571,20 +293,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="async endpoint: upload the body, print the S3 location of the answer",
     )
-    call.set_defaults(handler=invoke)
 
-    remove = commands.add_parser("delete", parents=[common], help="delete what deploy created")
-    remove.add_argument("--name", required=True)
-    remove.set_defaults(handler=delete)
-
-
-def main(args: argparse.Namespace) -> int:
-    try:
-        return args.handler(args)
-    except (
-        botocore.exceptions.BotoCoreError,
-        botocore.exceptions.ClientError,
-        storage.Unreachable,
-    ) as error:
-        _say(str(error))
-        return 1
+    remove = command(
+        "delete",
+        "delete what deploy created",
+        "Delete the endpoint NAME and every endpoint config and model named NAME or "
+        "NAME-<UTC time>; nothing else.",
+    )
+    _name(remove, "delete", "the endpoint to delete, with its configs and models")

@@ -1,6 +1,16 @@
-"""Facts about SageMaker instance types and AMIs that the deploy kit sizes things with."""
+"""Facts about SageMaker instance types and AMIs that the deploy kit sizes and checks things with.
 
-# GPUs per instance type for the families SageMaker hosts LLMs on (size -> GPU count).
+The families are those of botocore 1.44.8's SageMaker model (its ProductionVariantInstanceType
+and TransformInstanceType enums, the types CreateEndpointConfig and CreateTransformJob accept).
+A family SageMaker adds later is not refused: `deploy` warns that the kit does not know it.
+"""
+
+import re
+
+# `ml.<family>.<size>`: `ml.g5.12xlarge`, `ml.p6-b200.48xlarge`, `ml.t2.medium`.
+INSTANCE_TYPE = re.compile(r"ml\.([a-z0-9]+(?:-[a-z0-9]+)*)\.([a-z0-9]+(?:-[a-z0-9]+)*)")
+
+# GPUs per instance type for the NVIDIA families SageMaker hosts LLMs on (size -> GPU count).
 _GPUS_BY_SIZE = {
     "g5": {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4,
            "24xlarge": 4, "48xlarge": 8},
@@ -12,20 +22,41 @@ _GPUS_BY_SIZE = {
     "p3": {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8},
     "p4d": {"24xlarge": 8},
     "p4de": {"24xlarge": 8},
-    "p5": {"48xlarge": 8},
+    "p5": {"4xlarge": 1, "48xlarge": 8},
     "p5e": {"48xlarge": 8},
     "p5en": {"48xlarge": 8},
 }  # fmt: skip
+# The families without an NVIDIA GPU that SageMaker hosts on: CPUs (Intel and AMD; Graviton, the
+# `g` after the generation), AWS Inferentia and Trainium (inf, trn: Neuron devices, which this
+# image's CUDA build of vLLM does not drive) and Habana Gaudi (dl1). botocore's model also lists
+# NVIDIA families left out of _GPUS_BY_SIZE (p2's K80s, which vLLM does not support, and g7,
+# g7e, p6-b200, p6-b300, p6e-gb200, whose GPU counts the kit does not hold): they warn.
+OTHER_FAMILIES = (
+    "c4", "c5", "c5d", "c6g", "c6gd", "c6gn", "c6i", "c6in", "c7g", "c7i", "c8g",
+    "m4", "m5", "m5d", "m6g", "m6gd", "m6i", "m7i", "m8g",
+    "r5", "r5d", "r6g", "r6gd", "r6i", "r7gd", "r7i", "r8g", "t2",
+    "inf1", "inf2", "trn1", "trn1n", "trn2", "dl1",
+)  # fmt: skip
+GPU_FAMILIES = frozenset(_GPUS_BY_SIZE)
+KNOWN_FAMILIES = GPU_FAMILIES | frozenset(OTHER_FAMILIES)
 
 # The inference AMI whose NVIDIA driver (580, CUDA 13.0) runs the vLLM 0.32 image (CUDA 12.9).
 INFERENCE_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
-# Transform instances only offer drivers 470 and 535 (CUDA <= 12.2), and only these families.
-TRANSFORM_FAMILIES = ("p2", "p3", "g4dn", "g5", "g6")
+# Transform instances only offer drivers 470 and 535 (CUDA <= 12.2), and only these GPU families
+# (botocore's TransformInstanceType).
+TRANSFORM_FAMILIES = ("p2", "p3", "g4dn", "g5", "g6", "g6e")
+
+
+def family_and_size(instance_type: str) -> tuple[str, str] | None:
+    """`ml.g5.12xlarge` -> ("g5", "12xlarge"); None for anything not of that shape."""
+    match = INSTANCE_TYPE.fullmatch(instance_type)
+    return (match[1], match[2]) if match else None
 
 
 def gpu_count(instance_type: str) -> int:
     """GPUs of `ml.g5.12xlarge` and the like; 0 for CPU or unknown types."""
-    parts = instance_type.split(".")
-    if len(parts) != 3:
+    parts = family_and_size(instance_type)
+    if parts is None:
         return 0
-    return _GPUS_BY_SIZE.get(parts[1], {}).get(parts[2], 0)
+    family, size = parts
+    return _GPUS_BY_SIZE.get(family, {}).get(size, 0)

@@ -4,6 +4,7 @@ and tests can read the plan.
 """
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,8 +16,14 @@ from vllm_sagemaker.handler.core.config import ASYNC_MARKER
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
+# SageMaker's names of models, endpoints, endpoint configs and transform jobs: its API's pattern
+# (which bounds the letters and digits, not the hyphens between them) and length.
+MAX_NAME = 63
+NAME_PATTERN = re.compile(rf"[a-zA-Z0-9](-*[a-zA-Z0-9]){{0,{MAX_NAME - 1}}}")
 # The versions `deploy endpoint` makes when it updates an endpoint: `NAME-<UTC time>`.
 VERSION_FORMAT = "%Y%m%d-%H%M%S"
+# How often a run asks SageMaker whether an endpoint or a job has got where it waits for.
+POLL_S = 15.0
 # Large models need more than SageMaker's defaults to download and to pass /ping.
 STARTUP_HEALTH_CHECK_S = 1800
 MODEL_DOWNLOAD_S = 1800
@@ -60,6 +67,11 @@ def to_json(calls: Sequence[Call]) -> str:
 def version(now: float | None = None) -> str:
     """The version a new model and config of an existing endpoint are named after."""
     return time.strftime(VERSION_FORMAT, time.gmtime(now))
+
+
+def versioned(name: str, version: str) -> str:
+    """The name of `name`'s model and config at `version`."""
+    return f"{name}-{version}"
 
 
 def is_version_of(name: str, candidate: str) -> bool:
@@ -149,7 +161,7 @@ def endpoint_calls(
 
     With `version` (the endpoint exists already) the model and config get a versioned name and
     the endpoint is updated to them: SageMaker swaps instances without downtime."""
-    resource = f"{name}-{version}" if version else name
+    resource = versioned(name, version) if version else name
     variant = {
         "VariantName": "AllTraffic",
         "ModelName": resource,

@@ -15,6 +15,7 @@ import botocore.exceptions
 from botocore import xform_name
 
 from vllm_sagemaker.deploy.aws.plan import Call
+from vllm_sagemaker.deploy.errors import explain
 from vllm_sagemaker.deploy.io import storage
 from vllm_sagemaker.deploy.io.aws_errors import missing
 from vllm_sagemaker.handler.core import s3_uri
@@ -85,10 +86,7 @@ class Reads:
         try:
             return read()
         except UNREACHABLE as error:
-            raise SystemExit(
-                f"deploy: cannot read {what}: {error} (check the AWS credentials, region and "
-                "network)"
-            ) from None
+            raise SystemExit(f"deploy: cannot read {what}: {_told(error)}") from None
 
     def guarded(self, read: Callable[[], T], what: str, assumption: str, instead: T) -> T:
         """`read()`, or for a dry run that cannot ask AWS, `instead` (the `assumption` made is
@@ -98,5 +96,10 @@ class Reads:
         try:
             return read()
         except UNREACHABLE as error:
-            self.assumed.append(f"cannot read {what} ({error}), so {assumption}")
+            self.assumed.append(f"cannot read {what} ({_told(error)}), so {assumption}")
             return instead
+
+
+def _told(error: Exception) -> str:
+    """What went wrong, as the client's error path tells it."""
+    return explain(error) or str(error)

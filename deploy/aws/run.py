@@ -11,11 +11,9 @@ from typing import IO, Any
 import boto3
 from botocore import xform_name
 
-from vllm_sagemaker.deploy.aws.plan import Call, Lines, to_json
+from vllm_sagemaker.deploy.aws.plan import POLL_S, Call, Lines, to_json
 from vllm_sagemaker.deploy.io import storage
 from vllm_sagemaker.handler.core.jsonlines import iter_records
-
-POLL_S = 15.0
 
 
 def execute(

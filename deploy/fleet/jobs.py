@@ -19,7 +19,6 @@ from vllm_sagemaker.deploy.io.aws_errors import missing
 from vllm_sagemaker.deploy.transform import runner as transform
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
-DEFAULT_POLL_S = 15.0
 ENDED = frozenset({"Completed", "Failed", "Stopped"})
 
 
@@ -59,7 +58,7 @@ class SageMakerJobs:
         instance_type: str,
         slots: int,
         settings: TransformSettings,
-        poll_s: float = DEFAULT_POLL_S,
+        poll_s: float = aws_plan.POLL_S,
     ) -> None:
         self.model = model
         self.instance_type = instance_type

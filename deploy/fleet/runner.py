@@ -16,7 +16,6 @@
 SageMaker jobs or local containers do the work (`deploy.fleet.jobs`); everything else is shared.
 """
 
-import argparse
 import asyncio
 import collections
 import contextlib
@@ -30,7 +29,7 @@ from pathlib import Path
 from vllm_sagemaker.deploy.aws.plan import Call, put, remove
 from vllm_sagemaker.deploy.aws.run import execute
 from vllm_sagemaker.deploy.batch.runner import Sinks, Summary
-from vllm_sagemaker.deploy.fleet.jobs import DEFAULT_POLL_S, Jobs, JobSpec, SageMakerJobs
+from vllm_sagemaker.deploy.fleet.jobs import Jobs, JobSpec, SageMakerJobs
 from vllm_sagemaker.deploy.fleet.shards import (
     DEFAULT_SHARD_LINES,
     Job,
@@ -385,43 +384,3 @@ def cancel(work: str, dry_run: bool) -> int:
     if not dry_run:
         _say(f"no new job will start for {work}; running jobs finish and their output is kept")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-i", "--input-file", metavar="INPUT", help="the OpenAI batch file: a path or s3:// URL"
-    )
-    parser.add_argument("-o", "--output-file", metavar="OUTPUT", help="a path or s3:// URL")
-    parser.add_argument("--error-file", metavar="PATH", help="failed lines go here")
-    parser.add_argument(
-        "--work-prefix",
-        required=True,
-        metavar="PREFIX",
-        help="s3:// prefix (a directory with --local) for shards, outputs and the plan",
-    )
-    parser.add_argument(
-        "--shard-lines",
-        type=int,
-        default=DEFAULT_SHARD_LINES,
-        metavar="N",
-        help=f"at most N lines per shard (default {DEFAULT_SHARD_LINES})",
-    )
-    parser.add_argument(
-        "--instance-price", type=float, metavar="USD", help="price of one instance-hour"
-    )
-    parser.add_argument(
-        "--cancel", action="store_true", help="start no new job for this --work-prefix"
-    )
-    parser.add_argument(
-        "--local",
-        nargs="+",
-        metavar="URL",
-        help="run the shards with the local transform runner against these containers",
-    )
-    parser.add_argument(
-        "--poll-seconds",
-        type=float,
-        default=DEFAULT_POLL_S,
-        metavar="S",
-        help=f"how often transform jobs are polled (default {DEFAULT_POLL_S:g})",
-    )

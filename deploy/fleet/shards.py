@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vllm_sagemaker.deploy.aws import split
+from vllm_sagemaker.deploy.aws.plan import MAX_NAME
 
 DEFAULT_SHARD_LINES = 2000
-# Transform job names: at most 63 characters.
-MAX_JOB_NAME = 63
 
 
 def shard_count(requests: int, instances: int, shard_lines: int) -> int:
@@ -34,10 +33,17 @@ def shard_sizes(requests: int, instances: int, shard_lines: int) -> list[int]:
     return [end - start for start, end in split.ranges(requests, count)]
 
 
+def job_suffix(shard: int, attempt: int) -> str:
+    """What a shard's transform job adds to the batch's name: `-<shard>-<attempt>`."""
+    return f"-{shard:05d}-{attempt}"
+
+
 def job_name(batch: str, shard: int, attempt: int) -> str:
-    """`<batch>-<shard>-<attempt>`, the batch name cut so the whole stays a valid job name."""
-    suffix = f"-{shard:05d}-{attempt}"
-    return batch[: MAX_JOB_NAME - len(suffix)].rstrip("-") + suffix
+    """`<batch>-<shard>-<attempt>`. `deploy batch` refuses a name with no room for the first
+    attempt's suffix (`deploy.aws.validate`), so a name is whole until a shard's tenth attempt
+    (or shard 100000); a longer suffix cuts the batch name so the whole stays a valid job name."""
+    suffix = job_suffix(shard, attempt)
+    return batch[: MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
 @dataclass
