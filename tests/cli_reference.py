@@ -23,7 +23,8 @@ How to use them: [batch files](batch-files.md), [Batch Transform](batch-transfor
 **Errors.** A mistake in a client command (`transform`, `batch`, `deploy ...`): a path that is
 missing or cannot be written, no AWS credentials or region, access denied, a URL where nobody
 answers, is one line on stderr, `COMMAND: what failed, the value, what to do`, and exit status 1
-(2 for a usage error argparse catches; each command's own statuses are in its description).
+(2 for a usage error: an option argparse, or the command before it starts, refuses; each
+command's own statuses are in its description).
 `vllm-sagemaker --debug ...` (the flag anywhere on the line) or `VLLM_SAGEMAKER_DEBUG=1` shows
 the traceback instead.
 """

@@ -146,8 +146,12 @@ def split_plan(
 def _transform_note(instance_type: str) -> None:
     if gpu_count(instance_type):
         _say(
-            "note: transform instances run NVIDIA driver 470 or 535 (CUDA <= 12.2); an "
-            "image built for a newer CUDA may fail to start there"
+            "note: this image (vLLM 0.32, built for a CUDA newer than 12.2) does not start on "
+            "NVIDIA driver 470, which transform jobs on ml.g4dn and ml.g5 get by default; on "
+            "driver 535 it may with --env VLLM_ENABLE_CUDA_COMPATIBILITY=1 --env "
+            "VLLM_WORKER_MULTIPROC_METHOD=spawn (untested); for GPU batch work use an endpoint "
+            "and `vllm-sagemaker batch --sagemaker-endpoint` (docs/deploy.md, Batch Transform on "
+            "GPU)"
         )
 
 

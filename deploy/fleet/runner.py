@@ -125,11 +125,10 @@ def prepare(
         lines += 1
         if item.fault is None:
             requests += 1
-        elif len(faults) < 5:
+        elif len(faults) < 3:
             faults.append(f"line {item.number}: {item.fault.code}: {item.fault.message}")
     if requests == 0:
-        detail = "".join(f"\n  {fault}" for fault in faults)
-        raise Unusable(f"{uri} has no valid request line ({lines} lines){detail}")
+        raise Unusable(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
     sizes = shard_sizes(requests, instances, shard_lines)
     plan = Plan(uri, found, lines, requests, [Shard(i, n) for i, n in enumerate(sizes)])
     _say(
