@@ -1,9 +1,14 @@
-"""Small HTTP servers the tests stand up beside the real containers (stores, emulators)."""
+"""Small HTTP servers the tests stand up beside the real containers (stores, emulators, a
+container that is still starting or stops mid-run)."""
 
 import contextlib
 import http.server
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
 
 
 @contextlib.contextmanager
@@ -17,3 +22,81 @@ def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@dataclass
+class Front:
+    """A container in front of a real one. Until the test sets `ready`, it is starting: every
+    request is answered 503 (a SageMaker container's /ping while its engine loads), and `early`
+    lists those other than /ping (a client that waits for a container makes none). Then every
+    request goes to the real container as it is; with `posts_left`, only that many POSTs, and
+    later ones are answered 500 (a container that stopped mid-run)."""
+
+    target: str
+    ready: threading.Event = field(default_factory=threading.Event)
+    early: list[str] = field(default_factory=list)
+    posts_left: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def may_post(self) -> bool:
+        with self.lock:
+            if self.posts_left is None:
+                return True
+            self.posts_left -= 1
+            return self.posts_left >= 0
+
+
+def _forwarding(front: Front) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.answer()
+
+        def do_POST(self) -> None:
+            self.answer()
+
+        def answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if not front.ready.is_set():
+                if self.path != "/ping":
+                    front.early.append(f"{self.command} {self.path}")
+                self.reply(503, b"", "text/plain")
+                return
+            if self.command == "POST" and not front.may_post():
+                self.reply(500, b"the container stopped", "text/plain")
+                return
+            headers = {
+                name: value
+                for name, value in self.headers.items()
+                if name.lower() not in ("host", "content-length")
+            }
+            forwarded = httpx.request(
+                self.command, front.target + self.path, content=body, headers=headers, timeout=600
+            )
+            self.reply(
+                forwarded.status_code,
+                forwarded.content,
+                forwarded.headers.get("content-type", "application/octet-stream"),
+            )
+
+        def reply(self, status: int, content: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def fronting(target: str, **options: Any) -> Iterator[tuple[str, Front]]:
+    """A `Front` (with `options`) for the container at `target`: its URL, and the handle the
+    test drives."""
+    front = Front(target, **options)
+    with serving(_forwarding(front)) as url:
+        yield url, front

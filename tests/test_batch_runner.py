@@ -6,24 +6,30 @@ import gzip
 import http.server
 import json
 import os
+import socket
+import ssl
 import stat
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import boto3
+import httpx
 import pytest
 
 from tests import cli, processes, waiting
 from tests.conftest import API_KEY
 from tests.json_lines import parse_lines
-from tests.local_http import serving
-from tests.servers import SERVE, Server
+from tests.local_http import fronting, serving
+from tests.servers import SERVE, Server, free_port
 from vllm_sagemaker.deploy.batch import local_engine
-from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST
+from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST, stopped
 from vllm_sagemaker.deploy.batch.staging import staged_path, why_not_private
+from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.deploy.io.invoke import Readiness
 from vllm_sagemaker.handler.core.config import API_KEY_VAR
 
 # The lines a run held mid-run has answered when the test kills it: three whole mini-batches.
@@ -447,3 +453,262 @@ def test_model_starts_an_engine_for_the_run(models: dict[str, Path], tmp_path: P
     assert done.returncode == 0, done.stderr
     out = read((tmp_path / "out.jsonl").read_bytes())
     assert [len(line["response"]["body"]["data"][0]["embedding"]) for line in out] == [384] * 20
+
+
+def caused(error: Exception, cause: BaseException) -> Exception:
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    ("outcome", "state", "why"),
+    [
+        (200, Readiness.READY, "HTTP 200 on /ping"),
+        # the engine is loading, or a proxy in front waits for the container
+        (503, Readiness.STARTING, "HTTP 503 on /ping"),
+        (502, Readiness.STARTING, "HTTP 502 on /ping"),
+        (504, Readiness.STARTING, "HTTP 504 on /ping"),
+        # something answers, but not a container: no wait makes it one
+        (404, Readiness.NOBODY, "HTTP 404 on /ping"),
+        (401, Readiness.NOBODY, "HTTP 401 on /ping"),
+        # connected, no answer yet (vLLM binds its port before its server accepts)
+        (httpx.ReadTimeout("timed out"), Readiness.STARTING, "no answer to /ping in time"),
+        # closed unanswered (Docker's port proxy before the container listens)
+        (
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            Readiness.STARTING,
+            "the connection closed without an answer",
+        ),
+        (
+            httpx.ReadError("[Errno 104] Connection reset by peer"),
+            Readiness.STARTING,
+            "the connection closed without an answer",
+        ),
+        (
+            caused(
+                httpx.ConnectError("All connection attempts failed"),
+                ConnectionRefusedError(111, "Connect call failed"),
+            ),
+            Readiness.NOBODY,
+            "connection refused",
+        ),
+        (
+            caused(
+                httpx.ConnectError("[Errno -2] Name or service not known"),
+                socket.gaierror(-2, "Name or service not known"),
+            ),
+            Readiness.NOBODY,
+            "host not found: Name or service not known",
+        ),
+        (
+            caused(
+                httpx.ConnectError("[SSL: WRONG_VERSION_NUMBER] wrong version number"),
+                ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"),
+            ),
+            Readiness.NOBODY,
+            "TLS failed ([SSL: WRONG_VERSION_NUMBER] wrong version number): is it http:// "
+            "rather than https://?",
+        ),
+        (
+            httpx.ConnectTimeout("timed out"),
+            Readiness.NOBODY,
+            "no connection in time: is the host up and the port open?",
+        ),
+        (
+            httpx.UnsupportedProtocol("Request URL has an unsupported protocol 'ftp://'."),
+            Readiness.NOBODY,
+            "Request URL has an unsupported protocol 'ftp://'.",
+        ),
+    ],
+)
+def test_what_a_ping_says_of_a_container(
+    outcome: int | Exception, state: Readiness, why: str
+) -> None:
+    """Starting is worth a wait; nobody there is not, and fails at once."""
+    assert invoke.readiness(outcome) == (state, why)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://localhost:8080", None),
+        ("https://runtime.example.com/", None),
+        ("http://[::1]:8080", None),
+        ("127.0.0.1:18931", "it has no scheme: write http://127.0.0.1:18931"),
+        ("localhost:8080", "it has no scheme: write http://localhost:8080"),
+        ("ftp://host/", "ftp:// is not http:// or https://"),
+        ("http://", "it has no host"),
+        ("http://[::1", "it is not a URL (Invalid port: ':1')"),
+    ],
+)
+def test_what_makes_a_url_unfit_for_a_container(url: str, problem: str | None) -> None:
+    assert invoke.url_problem(url) == problem
+
+
+@pytest.mark.parametrize(
+    ("answered", "line"),
+    [
+        (0, "no container at http://x (connection refused)"),
+        (
+            96,
+            "no container at http://x (connection refused); 96 lines are answered and kept: run "
+            "the same command with --resume to finish",
+        ),
+    ],
+)
+def test_resume_is_named_only_when_answers_are_kept(answered: int, line: str) -> None:
+    """With no answer written, --resume would do what a plain run does."""
+    error = invoke.NotReady("no container at http://x (connection refused)")
+    assert str(stopped(error, answered)) == line
+
+
+def test_nobody_at_the_endpoint_is_one_line_at_once(tmp_path: Path) -> None:
+    """A port where nothing listens is a wrong URL, not a container starting: the run stops in
+    seconds (10 s is a generous bound: it used to wait 60 s), creates nothing, and does not
+    suggest --resume, which could not help."""
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion("a")]))
+    dead = f"http://127.0.0.1:{free_port()}"
+    began = time.monotonic()
+    done = batch(
+        *cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(tmp_path / "out.jsonl"),
+            endpoint=dead,
+        )
+    )
+    took = time.monotonic() - began
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f"batch: no container at {dead} (connection refused): check the URL, and that the "
+        "container runs"
+    ]
+    assert took < 10
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_a_starting_container_is_waited_for(chat_server: Server, tmp_path: Path) -> None:
+    """A container that answers /ping 503 (its engine loading) is waited for, with one line that
+    says so; the test lets it turn ready only once the runner has said it waits (an event, not
+    a clock), and then every line is answered. Nothing but /ping was sent before."""
+    ids = [f"w{i}" for i in range(40)]
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion(i) for i in ids]))
+    log = tmp_path / "stderr.txt"
+    with fronting(chat_server.url) as (url, container):
+        args = cli.options(
+            input_file=str(tmp_path / "in.jsonl"),
+            output_file=str(tmp_path / "out.jsonl"),
+            endpoint=url,
+        )
+        with log.open("wb") as stderr:
+            runner = processes.spawn([cli.VLLM_SAGEMAKER, "batch", *args], stderr=stderr)
+        waiting.until(lambda: b"waiting for" in log.read_bytes(), 60, "no line says it waits")
+        assert runner.poll() is None, log.read_text()
+        container.ready.set()
+        assert runner.wait(300) == 0, log.read_text()
+    lines = log.read_text().splitlines()
+    assert lines[0] == f"batch: waiting for {url} to be ready (HTTP 503 on /ping) up to 600 s"
+    assert len(lines) == 2 and "40 lines answered (40 succeeded" in lines[1]
+    answers = read((tmp_path / "out.jsonl").read_bytes())
+    assert [line["custom_id"] for line in answers] == ids
+    assert {line["response"]["status_code"] for line in answers} == {200}
+    assert container.early == []
+
+
+def test_a_run_stopped_with_answers_kept_names_resume(chat_server: Server, tmp_path: Path) -> None:
+    """A container that stops mid-run (it answers the first mini-batch, then 500) stops the run
+    once its retries are used up; its answers are kept, so the line names --resume, which
+    finishes the file on a container that answers. One mini-batch is in flight at a time
+    (--max-inflight 32), so exactly the first is answered."""
+    ids = [f"s{i}" for i in range(2 * LINES_PER_REQUEST)]
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion(i) for i in ids]))
+    args = cli.options(
+        input_file=str(tmp_path / "in.jsonl"),
+        output_file=str(tmp_path / "out.jsonl"),
+        max_inflight=str(LINES_PER_REQUEST),
+        max_retries="0",
+    )
+    with fronting(chat_server.url, posts_left=1) as (url, container):
+        container.ready.set()
+        done = batch(*args, "--endpoint", url)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines()[-1] == (
+        "batch: HTTP 500: the container stopped (after 0 retries); "
+        f"{LINES_PER_REQUEST} lines are answered and kept: run the same command with --resume "
+        "to finish"
+    )
+    resumed = batch(*args, "--endpoint", chat_server.url, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [line["custom_id"] for line in read((tmp_path / "out.jsonl").read_bytes())] == ids
+    assert f"{LINES_PER_REQUEST} from before".encode() in resumed.stderr
+
+
+def no_aws(home: Path) -> dict[str, str]:
+    """This process's environment without any AWS setting: no credentials, no region."""
+    return {
+        **{name: value for name, value in os.environ.items() if not name.startswith("AWS_")},
+        "HOME": str(home),
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["-o", "/proc/out.jsonl"],
+            "cannot write /proc/out.jsonl: no file can be created in /proc",
+        ),
+        (["-o", "{tmp}/data"], "cannot write {tmp}/data: it is a directory; give a file's path"),
+        (["-o", "{tmp}/data/"], "cannot write {tmp}/data/: it is a directory; give a file's path"),
+        (["-o", "{tmp}/new/"], "cannot write {tmp}/new/: a file's path cannot end in /"),
+        (
+            ["--error-file", "/proc/errors.jsonl"],
+            "cannot write /proc/errors.jsonl: no file can be created in /proc",
+        ),
+        (
+            ["-o", "{tmp}/out.jsonl.gz", "--output-tmp-dir", "/proc/staging"],
+            "cannot write /proc/staging/vllm-sagemaker-batch-",
+        ),
+        (["-i", "{tmp}/data"], "cannot read {tmp}/data: Is a directory"),
+        (["-i", "{tmp}/plain.jsonl.gz"], "cannot read {tmp}/plain.jsonl.gz: Not a gzipped file"),
+    ],
+)
+def test_an_unusable_input_or_output_is_one_line_before_any_work(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """Found before the container is called (none listens here) and before anything is
+    created: exit status 1 and one line."""
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion("a")]))
+    (tmp_path / "plain.jsonl.gz").write_bytes(jsonl([completion("a")]))
+    (tmp_path / "data").mkdir()
+    named = {"-i": str(tmp_path / "in.jsonl"), "-o": str(tmp_path / "out.jsonl")}
+    given = [arg.format(tmp=tmp_path) for arg in args]
+    for option, value in named.items():
+        if option not in given:
+            given += [option, value]
+    done = batch(*given, "--endpoint", f"http://127.0.0.1:{free_port()}")
+    assert done.returncode == 1
+    (said,) = done.stderr.decode().splitlines()
+    assert said.startswith("batch: " + line.format(tmp=tmp_path)), said
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "data",
+        "in.jsonl",
+        "plain.jsonl.gz",
+    ]
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+def test_an_endpoint_without_a_region_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion("a")]))
+    args = ["-i", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl")]
+    done = processes.run(
+        [cli.VLLM_SAGEMAKER, "batch", *args, "--sagemaker-endpoint", "llama"],
+        env=no_aws(tmp_path),
+        text=True,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "batch: endpoint llama: no AWS region: give --region, or set AWS_DEFAULT_REGION"
+    ]

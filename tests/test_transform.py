@@ -4,16 +4,19 @@ directories and S3 prefixes, MultiRecord and SingleRecord, JoinSource and filter
 import asyncio
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from tests import cli
+from tests import cli, processes, waiting
 from tests.conftest import API_KEY
 from tests.json_lines import parse_lines
-from tests.servers import Server
+from tests.local_http import fronting
+from tests.servers import Server, free_port
+from tests.test_batch_runner import no_aws
 from vllm_sagemaker.deploy.fleet.jobs import JobSpec, LocalJobs, TransformSettings
 from vllm_sagemaker.deploy.fleet.shards import Job
 
@@ -250,3 +253,132 @@ def test_local_fleet_jobs_send_the_api_key(
             job.reason == f"{score_server.url} wants an API key (HTTP 401): pass it with "
             "--api-key or set VLLM_API_KEY"
         )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "line"),
+    [
+        (
+            "http://127.0.0.1:{port}",
+            "no container at http://127.0.0.1:{port} (connection refused): check the URL, and "
+            "that the container runs",
+        ),
+        (
+            "127.0.0.1:{port}",
+            "127.0.0.1:{port} is not a container's URL: it has no scheme: write "
+            "http://127.0.0.1:{port}",
+        ),
+        ("ftp://127.0.0.1:{port}", "ftp://127.0.0.1:{port} is not a container's URL: ftp://"),
+    ],
+)
+def test_nobody_at_the_endpoint_is_one_line_at_once(
+    tmp_path: Path, endpoint: str, line: str
+) -> None:
+    """A port where nothing listens, or a URL no container can have, is not a container that is
+    starting: the job cannot start (exit status 2), says why in one line, in seconds (10 s is a
+    generous bound: it used to wait 600 s), and writes nothing."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"prompt": "a"}])
+    port = free_port()
+    began = time.monotonic()
+    done = cli.run(
+        "transform",
+        *cli.options(
+            endpoint=endpoint.format(port=port),
+            input=str(tmp_path / "in"),
+            output=str(tmp_path / "out"),
+        ),
+        text=True,
+    )
+    took = time.monotonic() - began
+    assert done.returncode == 2
+    (said,) = done.stderr.splitlines()
+    assert said.startswith("transform: " + line.format(port=port)), said
+    assert took < 10
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_starting_container_is_waited_for(chat_server: Server, tmp_path: Path) -> None:
+    """A container that answers /ping 503 (its engine loading) is waited for, with one line that
+    says so; the test lets it turn ready only once the runner has said it waits (an event, not
+    a clock), and then every record is answered. Nothing but /ping was sent before."""
+    write_jsonl(
+        tmp_path / "in" / "a.jsonl", [{"prompt": f"r{i}", "max_tokens": 1} for i in range(6)]
+    )
+    log = tmp_path / "stderr.txt"
+    with fronting(chat_server.url) as (url, container):
+        args = cli.options(
+            endpoint=url,
+            input=str(tmp_path / "in"),
+            output=str(tmp_path / "out"),
+            content_type=JSONL,
+        )
+        with log.open("wb") as stderr:
+            runner = processes.spawn(
+                [cli.VLLM_SAGEMAKER, "transform", *args, *LINES], stderr=stderr
+            )
+        waiting.until(lambda: b"waiting for" in log.read_bytes(), 60, "no line says it waits")
+        assert runner.poll() is None, log.read_text()
+        container.ready.set()
+        assert runner.wait(300) == 0, log.read_text()
+    assert log.read_text().splitlines() == [
+        f"transform: waiting for {url} to be ready (HTTP 503 on /ping) up to 600 s",
+        f"transform: 1 of 1 files transformed into {tmp_path / 'out'}",
+    ]
+    out = read_jsonl(tmp_path / "out" / "a.jsonl.out")
+    assert len(out) == 6 and all("choices" in line for line in out)
+    assert container.early == []
+
+
+def test_a_container_still_starting_after_wait_ready_stops_the_job(tmp_path: Path) -> None:
+    """`--wait-ready` bounds the wait (the container here never turns ready)."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"prompt": "a"}])
+    with fronting(f"http://127.0.0.1:{free_port()}") as (url, container):
+        done = cli.run(
+            "transform",
+            *cli.options(
+                endpoint=url,
+                input=str(tmp_path / "in"),
+                output=str(tmp_path / "out"),
+                wait_ready="1",
+            ),
+            text=True,
+        )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"transform: waiting for {url} to be ready (HTTP 503 on /ping) up to 1 s",
+        f"transform: {url} was not ready after 1 s (HTTP 503 on /ping): wait longer with "
+        "--wait-ready, or look at the container's log",
+    ]
+    assert container.early == []
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("input_uri", "output", "line"),
+    [
+        (
+            "s3://bucket/in/",
+            "{tmp}/out",
+            "cannot read s3://bucket/in/: Unable to locate credentials",
+        ),
+        ("{tmp}/missing", "{tmp}/out", "{tmp}/missing does not exist"),
+        ("{tmp}/in", "/proc/out", "cannot write /proc/out: no file can be created in /proc"),
+        ("{tmp}/in", "{tmp}/in/a.jsonl", "cannot write into {tmp}/in/a.jsonl: it is a file"),
+    ],
+)
+def test_an_unusable_input_or_output_is_one_line_before_any_work(
+    tmp_path: Path, input_uri: str, output: str, line: str
+) -> None:
+    """Found before the container is called (none listens here), with no AWS settings at all:
+    exit status 2 and one line."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"prompt": "a"}])
+    args = cli.options(
+        endpoint=f"http://127.0.0.1:{free_port()}",
+        input=input_uri.format(tmp=tmp_path),
+        output=output.format(tmp=tmp_path),
+    )
+    done = processes.run([cli.VLLM_SAGEMAKER, "transform", *args], env=no_aws(tmp_path), text=True)
+    assert done.returncode == 2
+    (said,) = done.stderr.splitlines()
+    assert said.startswith("transform: " + line.format(tmp=tmp_path)), said
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in"]

@@ -11,6 +11,9 @@ flight. `--resume` reads back what the output already holds (repairing a half-wr
 and answers only the rest; remote, `.gz` and stdout outputs are staged in a private directory
 until they are delivered (`deploy.batch.staging`). A container that wants an API key is sent
 `--api-key` (or `VLLM_API_KEY`); one that refuses the call (401) stops the run with one line.
+A container at `--endpoint` that is starting is waited for (`--wait-ready`); nobody there stops
+the run at once. A run that stops says why in one line, which names `--resume` only when answers
+are written (`stopped`).
 """
 
 import argparse
@@ -127,6 +130,8 @@ class BatchJob:
     # The key sent to --endpoint's container, or required by --model's engine (None there: a
     # fresh random one).
     api_key: str | None = None
+    # How long --endpoint's container is waited for while it is starting.
+    wait_ready_s: float = invoke.READY_WAIT_S
 
 
 @dataclass
@@ -221,8 +226,7 @@ async def answer_chunk(
     for item, (_, result) in zip(chunk, answers, strict=True):
         if item.fault is None and result.aborted:
             raise invoke.InvocationFailed(
-                f"the engine aborted line {item.number} (is the container stopping?); "
-                "run again with --resume to answer it and the lines after it"
+                f"the engine aborted line {item.number} (is the container stopping?)"
             )
     return answers
 
@@ -290,15 +294,52 @@ async def destination_for(job: BatchJob, pace: Pace) -> AsyncIterator[Destinatio
             key = job.api_key or local_engine.new_key()
             url = stack.enter_context(local_engine.serving(job.model, job.serve_args, key))
         async with invoke.client(url, key) as client:
-            container = targets.Container(client, job.max_retries, job.timeout_s, pace)
+            container = targets.Container(
+                client, job.max_retries, job.timeout_s, pace, job.wait_ready_s
+            )
             await container.ready()
             yield container
 
 
+class Stopped(Exception):
+    """The run stopped; the message is its one line."""
+
+
+# What stops a run: an input or output that cannot be used, a container that cannot take calls
+# or wants an API key, an engine that did not start, calls that failed after their retries.
+STOPS = (
+    storage.Unreachable,
+    invoke.KeyRefused,
+    invoke.NotReady,
+    invoke.InvocationFailed,
+    local_engine.EngineFailed,
+)
+
+
+def stopped(error: Exception, answered: int) -> Stopped:
+    """The line of a run stopped by `error` with `answered` lines in its outputs (earlier runs'
+    included). `--resume` keeps those, answers the rest and delivers the outputs, so it is named
+    when there are some; with none it would do what a plain run does, so it is not."""
+    if not answered:
+        return Stopped(str(error))
+    return Stopped(
+        f"{error}; {answered} lines are answered and kept: run the same command with --resume "
+        "to finish"
+    )
+
+
 async def run(job: BatchJob) -> Summary:
     """Answer the input's lines; the outputs are created at the first answer and delivered at
-    the end."""
-    summary, answered = Summary(), Answered()
+    the end. `Stopped` when the run cannot go on."""
+    summary = Summary()
+    try:
+        return await _run(job, summary)
+    except STOPS as error:
+        raise stopped(error, summary.lines) from error
+
+
+async def _run(job: BatchJob, summary: Summary) -> Summary:
+    answered = Answered()
 
     def sink_for(uri: str) -> staging.Sink:
         return staging.Sink(uri, job.output_tmp_dir, job.resume)
@@ -327,8 +368,8 @@ async def run(job: BatchJob) -> Summary:
             def finish(chunk: list[Checked], answers: list[tuple[bytes, Outcome]]) -> None:
                 summary.throttled = pace.throttles
                 for line, result in answers:
-                    summary.count(result)
                     sinks.write(line, result)
+                    summary.count(result)
                 sinks.flush()
                 progress.update(summary, len(answers))
 
@@ -404,6 +445,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="answer only the lines the output (and error file) do not hold yet",
     )
+    invoke.add_wait_ready_argument(parser, "; with --endpoint")
     parser.add_argument(
         "--output-tmp-dir",
         metavar="DIR",
@@ -447,15 +489,11 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
         resume=args.resume,
         output_tmp_dir=args.output_tmp_dir,
         api_key=args.api_key if args.model else invoke.api_key(args.api_key),
+        wait_ready_s=args.wait_ready,
     )
     try:
         asyncio.run(run(job))
-    except (storage.Unreachable, invoke.KeyRefused) as error:
+    except Stopped as error:
         print(f"batch: {error}", file=sys.stderr)
-        return 1
-    except (local_engine.EngineFailed, invoke.InvocationFailed, invoke.NotReady) as error:
-        print(
-            f"batch: {error}\nbatch: run the same command with --resume to finish", file=sys.stderr
-        )
         return 1
     return 0

@@ -15,7 +15,8 @@ users, before it reads the input; the staged file is 0600. A run that stops keep
 
 Nothing is created before the first answer: a run that stops earlier (an unreadable input, an
 engine that never answers, a container that wants an API key) leaves no output file, no parent
-folder and no staging directory, and does not empty an earlier output.
+folder and no staging directory, and does not empty an earlier output. An output that could not
+be written (a directory, a folder that takes no file) stops the run before anything else is done.
 """
 
 import contextlib
@@ -89,8 +90,12 @@ class Sink:
         self.staged = self.path != uri
         self.resume = resume
         self.file: IO[bytes] | None = None
-        if self.staged and os.path.lexists(Path(self.path).parent):
-            check_private(Path(self.path).parent)
+        # Found before any work: an output that is a directory, or in a folder that takes no file.
+        storage.check_writable(uri)
+        if self.staged:
+            if os.path.lexists(Path(self.path).parent):
+                check_private(Path(self.path).parent)
+            storage.check_writable(str(Path(self.path).parent), directory=True)
 
     def earlier(self) -> list[Outcome]:
         """With `--resume`, the answers an earlier run wrote (a half-written last line cut off)."""

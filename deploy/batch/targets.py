@@ -16,11 +16,8 @@ container is sent its key by the client `invoke.client` makes; InvokeEndpoint ca
 import asyncio
 import concurrent.futures
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import boto3
-import botocore.config
-import botocore.exceptions
 import httpx
 
 from vllm_sagemaker.deploy.batch.pace import Pace
@@ -29,6 +26,9 @@ from vllm_sagemaker.handler.core.config import API_KEY_VAR
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
+if TYPE_CHECKING:
+    import botocore.exceptions
+
 CONTAINER_HEADERS = {
     "Content-Type": JSON_LINES,
     "X-Amzn-SageMaker-Custom-Attributes": BATCH_WORK_ATTRIBUTE,
@@ -36,7 +36,6 @@ CONTAINER_HEADERS = {
 # InvokeEndpoint carries at most 6 MB, and a container refuses more than its
 # SAGEMAKER_MAX_PAYLOAD_IN_MB (6 MiB by default): a mini-batch stays under both.
 MAX_REQUEST_BYTES = 6 * 1000 * 1000
-READY_WAIT_S = 60.0
 # Errors of the runtime API worth another try: the service or the model is busy or starting.
 RETRY_ERRORS = frozenset(
     {
@@ -71,9 +70,11 @@ class Container:
     retries: int
     timeout_s: float
     pace: Pace | None = None
+    # How long a container that answers but is not ready yet is waited for (`--wait-ready`).
+    wait_s: float = invoke.READY_WAIT_S
 
     async def ready(self) -> None:
-        await invoke.wait_ready(self.client, READY_WAIT_S)
+        await invoke.wait_ready(self.client, self.wait_s, "batch")
 
     async def invoke(self, body: bytes) -> bytes:
         return await invoke.post(
@@ -90,7 +91,7 @@ class Container:
         pass
 
 
-def classify(error: botocore.exceptions.ClientError) -> Exception:
+def classify(error: "botocore.exceptions.ClientError") -> Exception:
     """What an InvokeEndpoint error means for the mini-batch: retry it (`invoke.Retryable`),
     answer its lines with errors (`invoke.Refused`), or stop the run (`invoke.InvocationFailed`;
     `invoke.KeyRefused` for a container that wants an API key)."""
@@ -122,6 +123,8 @@ class Endpoint:
 
     boto3's own retries are off: throttling and the rest are retried here, with the same
     backoff as the container's calls, on threads of a pool as large as the calls in flight.
+    boto3 loads when an endpoint is made, not with this module: `vllm-sagemaker --help` builds
+    this command's parser without it.
     """
 
     def __init__(
@@ -134,6 +137,10 @@ class Endpoint:
         connections: int,
         pace: Pace | None = None,
     ) -> None:
+        import boto3
+        import botocore.config
+        import botocore.exceptions
+
         config = botocore.config.Config(
             region_name=region,
             read_timeout=timeout_s,
@@ -142,8 +149,15 @@ class Endpoint:
             max_pool_connections=connections,
         )
         self.name = name
-        self.runtime = boto3.client("sagemaker-runtime", config=config)
-        self.control = boto3.client("sagemaker", config=config)
+        try:
+            self.runtime = boto3.client("sagemaker-runtime", config=config)
+            self.control = boto3.client("sagemaker", config=config)
+        except botocore.exceptions.NoRegionError as error:
+            raise invoke.NotReady(
+                f"endpoint {name}: no AWS region: give --region, or set AWS_DEFAULT_REGION"
+            ) from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise invoke.NotReady(f"endpoint {name}: {error}") from error
         self.component = inference_component
         self.retries = retries
         self.pace = pace
@@ -151,6 +165,8 @@ class Endpoint:
 
     async def ready(self) -> None:
         """The endpoint must exist and serve (DescribeEndpoint), else nothing is sent."""
+        import botocore.exceptions
+
         try:
             answer = await self._call(self.control.describe_endpoint, EndpointName=self.name)
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
@@ -169,6 +185,7 @@ class Endpoint:
         }
         if self.component:
             params["InferenceComponentName"] = self.component
+        import botocore.exceptions
 
         async def attempt() -> bytes:
             try:

@@ -8,15 +8,26 @@ the calls in flight.
 A container started with an API key (`SM_VLLM_API_KEY`) answers 401 to a call without it or
 with another one; no retry or other line can change that, so `KeyRefused` stops the run with one
 line naming `--api-key` and `VLLM_API_KEY`. Every client that calls a container is made by
-`client`, which sends the key (the one place the header is written)."""
+`client`, which sends the key (the one place the header is written).
+
+Before the first call a client waits for the container as SageMaker does, calling `/ping` until it
+answers 200 (`wait_ready`). `readiness` tells what each ping says: a container that is starting
+(503, a ping that connects but gets no answer yet, a connection closed unanswered) is waited for,
+with one line saying so; nobody there (a refused connection, a host that does not resolve, a bad
+URL, a server that is not a container) stops the command at once, with one line."""
 
 import argparse
 import asyncio
+import enum
 import os
 import random
+import socket
+import ssl
+import sys
 from collections.abc import Awaitable, Callable
 
 import httpx
+from tqdm import tqdm
 
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.handler.core.config import VLLM_API_KEY_VAR
@@ -25,6 +36,11 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0
 # The wait after a 429 without a usable Retry-After.
 THROTTLE_WAIT_S = 1.0
+# How long a container that answers but is not ready yet is waited for (`--wait-ready`).
+READY_WAIT_S = 600.0
+# SageMaker's: a container answers /ping within 2 s.
+PING_TIMEOUT_S = 2.0
+PING_EVERY_S = 0.5
 
 
 class InvocationFailed(Exception):
@@ -77,9 +93,28 @@ def api_key(given: str | None) -> str | None:
 
 def client(url: str, key: str | None) -> httpx.AsyncClient:
     """An HTTP client for the container at `url`, sending `Authorization: Bearer <key>` on every
-    call when there is a key (`/ping` and `/execution-parameters` need none, and ignore it)."""
+    call when there is a key (`/ping` and `/execution-parameters` need none, and ignore it);
+    `NotReady` for a URL no container can have."""
+    problem = url_problem(url)
+    if problem:
+        raise NotReady(f"{url} is not a container's URL: {problem}")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers)
+
+
+def url_problem(url: str) -> str | None:
+    """What makes `url` unfit for a container (None: nothing): it must be http(s)://HOST[:PORT]."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as error:
+        return f"it is not a URL ({error})"
+    if "://" not in url:
+        return f"it has no scheme: write http://{url}"
+    if parsed.scheme not in ("http", "https"):
+        return f"{parsed.scheme}:// is not http:// or https://"
+    if not parsed.host:
+        return "it has no host"
+    return None
 
 
 class Retryable(Exception):
@@ -171,18 +206,112 @@ async def post(
 
 
 class NotReady(Exception):
-    """The container never answered /ping with 200."""
+    """The container cannot take calls: nobody there, a bad URL, or not ready in time."""
 
 
-async def wait_ready(client: httpx.AsyncClient, seconds: float) -> None:
-    """Call /ping (as SageMaker does) until it answers 200; NotReady after `seconds`."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        try:
-            if (await client.get("/ping", timeout=2)).status_code == 200:
+class Readiness(enum.Enum):
+    READY = enum.auto()
+    STARTING = enum.auto()
+    NOBODY = enum.auto()
+
+
+def readiness(outcome: int | Exception) -> tuple[Readiness, str]:
+    """What one /ping says of a container, from its status or the transport error, and why.
+
+    Ready: 200. Starting, worth waiting for: a status another try may change (`RETRY_STATUSES`:
+    503 while the engine loads, 502 or 504 from a proxy in front), a ping that connected but got
+    no answer in time (vLLM binds its port before its server accepts), a connection closed
+    without an answer (Docker's port proxy, before the container listens). Nobody there, not
+    worth waiting for: a refused connection, a host that does not resolve or does not answer a
+    connection, TLS that fails, another status (404: not a container)."""
+    if isinstance(outcome, int):
+        if outcome == 200:
+            return Readiness.READY, "HTTP 200 on /ping"
+        waits = outcome in RETRY_STATUSES
+        return (Readiness.STARTING if waits else Readiness.NOBODY), f"HTTP {outcome} on /ping"
+    if isinstance(outcome, httpx.ConnectTimeout):
+        return Readiness.NOBODY, "no connection in time: is the host up and the port open?"
+    if isinstance(outcome, httpx.TimeoutException):
+        return Readiness.STARTING, "no answer to /ping in time"
+    if isinstance(outcome, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)):
+        return Readiness.STARTING, "the connection closed without an answer"
+    return Readiness.NOBODY, _failed_connection(outcome)
+
+
+def _failed_connection(error: BaseException) -> str:
+    """Why a connection failed, from the first cause that says it plainly."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return f"host not found: {cause.strerror}"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS failed ({cause.strerror}): is it http:// rather than https://?"
+        cause = cause.__cause__ or cause.__context__
+    return str(error) or type(error).__name__
+
+
+def add_wait_ready_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """`--wait-ready`, the same on every command that waits for a container."""
+    parser.add_argument(
+        "--wait-ready",
+        type=float,
+        default=READY_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait for a container that answers but is not ready yet (/ping 503, "
+        f"no answer yet) (default {READY_WAIT_S:g}; 0: do not wait); a refused connection or a "
+        f"bad URL fails at once{note}",
+    )
+
+
+async def wait_ready(
+    client: httpx.AsyncClient, seconds: float, command: str, bar: bool = True
+) -> None:
+    """Call /ping (as SageMaker does) until it answers 200. A container that is starting is
+    waited for up to `seconds`, with one line on stderr saying so (`command: waiting ...`) and,
+    on a terminal when `bar`, a progress bar; `NotReady` at once when nobody is there, or once
+    `seconds` have passed."""
+    url = str(client.base_url).rstrip("/")
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+    progress: tqdm | None = None
+    try:
+        while True:
+            outcome: int | Exception
+            try:
+                outcome = (await client.get("/ping", timeout=PING_TIMEOUT_S)).status_code
+            except httpx.HTTPError as error:
+                outcome = error
+            state, why = readiness(outcome)
+            if state is Readiness.READY:
                 return
-        except httpx.HTTPError:
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise NotReady(f"{client.base_url}/ping did not answer 200 in {seconds:g} s")
-        await asyncio.sleep(0.5)
+            if state is Readiness.NOBODY:
+                raise NotReady(
+                    f"no container at {url} ({why}): check the URL, and that the container runs"
+                )
+            waited = loop.time() - begun
+            if waited >= seconds:
+                raise NotReady(
+                    f"{url} was not ready after {seconds:g} s ({why}): wait longer with "
+                    "--wait-ready, or look at the container's log"
+                )
+            if progress is None:
+                print(
+                    f"{command}: waiting for {url} to be ready ({why}) up to {seconds:g} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                # disable=None: on a terminal only; gone once the wait ends.
+                progress = tqdm(
+                    total=round(seconds),
+                    desc="waiting",
+                    bar_format="{desc}: {bar} {n}/{total} s",
+                    leave=False,
+                    disable=None if bar else True,
+                )
+            progress.update(round(waited) - progress.n)
+            await asyncio.sleep(PING_EVERY_S)
+    finally:
+        if progress is not None:
+            progress.close()

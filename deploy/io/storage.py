@@ -6,6 +6,14 @@ S3-compatible stores or a local moto server); large uploads are multipart. Remot
 streamed to a temporary file, never held in memory. Outputs are written atomically: a file
 appears only once it is complete, so a failed input leaves no output and a re-run can skip what
 is done. HTTP transfers are retried with backoff on 5xx and timeouts; any 2xx is success.
+
+What cannot be read or written is `Unreachable`, whose message is the one line a command
+prints: `cannot read URI: why` (`cannot write`, ...), for local paths, S3 (no credentials, no
+bucket, access denied: `_s3`) and HTTP alike. `check_writable` finds an output that cannot be
+written before any work is done, without creating anything.
+
+boto3 is imported by the first S3 call (`_s3`), not with this module: the commands' parsers, which
+`vllm-sagemaker --help` builds, load without it.
 """
 
 import contextlib
@@ -16,16 +24,14 @@ import shutil
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import boto3
-import botocore.exceptions
 import httpx
 
-from vllm_sagemaker.deploy.io.aws_errors import missing
 from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
 
 HTTP_RETRIES = 5
@@ -36,8 +42,31 @@ class Unreachable(OSError):
     """An input that cannot be read or an output that cannot be written; the message says why."""
 
 
+class NoInput(Unreachable, FileNotFoundError):
+    """An input with no files: a FileNotFoundError for the callers that look for one."""
+
+
+@contextlib.contextmanager
+def _s3(action: str, uri: str) -> Iterator[None]:
+    """S3 calls whose failure (no credentials, no bucket, access denied, no network) is the one
+    line `cannot <action> <uri>: <why>`. Every S3 call goes through here, so boto3 loads here."""
+    import boto3.exceptions
+    import botocore.exceptions
+
+    try:
+        yield
+    except (
+        botocore.exceptions.BotoCoreError,
+        botocore.exceptions.ClientError,
+        boto3.exceptions.Boto3Error,
+    ) as error:
+        raise Unreachable(f"cannot {action} {uri}: {error}") from error
+
+
 @functools.cache
 def s3_client() -> Any:
+    import boto3
+
     return boto3.client("s3")
 
 
@@ -53,7 +82,7 @@ def list_inputs(uri: str) -> list[InputFile]:
     sorted, each with its path relative to the input's directory."""
     found = _list_s3(uri) if is_s3(uri) else _list_local(Path(uri))
     if not found:
-        raise FileNotFoundError(f"no input files under {uri}")
+        raise NoInput(f"no input files under {uri}")
     return sorted(found, key=lambda f: f.relative)
 
 
@@ -61,7 +90,7 @@ def _list_local(path: Path) -> list[InputFile]:
     if path.is_file():
         return [InputFile(str(path), path.name, path.stat().st_size)]
     if not path.is_dir():
-        raise FileNotFoundError(f"{path} does not exist")
+        raise NoInput(f"{path} does not exist")
     return [
         InputFile(str(file), file.relative_to(path).as_posix(), file.stat().st_size)
         for file in path.rglob("*")
@@ -74,13 +103,14 @@ def _list_s3(uri: str) -> list[InputFile]:
     SageMaker's S3Prefix data source selects them."""
     bucket, prefix = s3_parts(uri)
     base = prefix[: prefix.rfind("/") + 1]
-    pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return [
-        InputFile(f"{S3}{bucket}/{item['Key']}", item["Key"][len(base) :], item["Size"])
-        for page in pages
-        for item in page.get("Contents", [])
-        if not item["Key"].endswith("/")
-    ]
+    with _s3("read", uri):
+        pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return [
+            InputFile(f"{S3}{bucket}/{item['Key']}", item["Key"][len(base) :], item["Size"])
+            for page in pages
+            for item in page.get("Contents", [])
+            if not item["Key"].endswith("/")
+        ]
 
 
 def joined(base: str, relative: str) -> str:
@@ -94,12 +124,16 @@ def exists(uri: str) -> bool:
     if not is_s3(uri):
         return Path(uri).is_file()
     bucket, key = s3_parts(uri)
-    try:
-        s3_client().head_object(Bucket=bucket, Key=key)
-    except botocore.exceptions.ClientError as error:
-        if missing(error):
-            return False
-        raise Unreachable(f"cannot read {uri}: {error}") from None
+    with _s3("read", uri):
+        from vllm_sagemaker.deploy.io.aws_errors import missing
+
+        client = s3_client()
+        try:
+            client.head_object(Bucket=bucket, Key=key)
+        except client.exceptions.ClientError as error:
+            if missing(error):
+                return False
+            raise
     return True
 
 
@@ -111,7 +145,8 @@ def remove(uri: str) -> None:
     if not exists(uri):
         raise FileNotFoundError(uri)
     bucket, key = s3_parts(uri)
-    s3_client().delete_object(Bucket=bucket, Key=key)
+    with _s3("delete", uri):
+        s3_client().delete_object(Bucket=bucket, Key=key)
 
 
 @contextlib.contextmanager
@@ -123,7 +158,8 @@ def opened(file: InputFile) -> Iterator[IO[bytes]]:
         return
     bucket, key = s3_parts(file.uri)
     with tempfile.TemporaryFile() as copy:
-        s3_client().download_fileobj(bucket, key, copy)
+        with _s3("read", file.uri):
+            s3_client().download_fileobj(bucket, key, copy)
         copy.seek(0)
         yield copy
 
@@ -136,7 +172,8 @@ def written(uri: str) -> Iterator[IO[bytes]]:
         with tempfile.TemporaryFile() as staged:
             yield staged
             staged.seek(0)
-            s3_client().upload_fileobj(staged, bucket, key)
+            with _s3("write", uri):
+                s3_client().upload_fileobj(staged, bucket, key)
         return
     target = Path(uri)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -188,10 +225,8 @@ def _download(uri: str, into: IO[bytes]) -> None:
         _http("GET", uri, into=into)
         return
     bucket, key = s3_parts(uri)
-    try:
+    with _s3("read", uri):
         s3_client().download_fileobj(bucket, key, into)
-    except Exception as error:
-        raise Unreachable(f"cannot read {uri}: {error}") from None
 
 
 def compressed(uri: str) -> bool:
@@ -238,7 +273,73 @@ def reading(uri: str) -> Iterator[IO[bytes]]:
         if not compressed(uri):
             yield raw
             return
-        yield cast(IO[bytes], stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")))
+        unpacked = stack.enter_context(_Gunzip(uri, raw))
+        unpacked.peek(1)  # a file that is not gzip at all is found before any work
+        yield cast(IO[bytes], unpacked)
+
+
+class _Gunzip(gzip.GzipFile):
+    """A `.gz` input whose damage (not gzip at all, cut short, a bad checksum) is `Unreachable`
+    wherever in the file it shows."""
+
+    def __init__(self, uri: str, raw: IO[bytes]) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self.uri = uri
+
+    @contextlib.contextmanager
+    def _damage(self) -> Iterator[None]:
+        try:
+            yield
+        except (OSError, EOFError, zlib.error) as error:
+            raise Unreachable(f"cannot read {self.uri}: {error}") from error
+
+    def read(self, size: int | None = -1) -> bytes:
+        with self._damage():
+            return super().read(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        with self._damage():
+            return super().read1(size)
+
+    def peek(self, n: int) -> bytes:
+        with self._damage():
+            return super().peek(n)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        with self._damage():
+            return super().readline(size)
+
+
+def check_writable(uri: str, directory: bool = False) -> None:
+    """`Unreachable` when the local file `uri` (with `directory`: the folder `uri`) could not be
+    written, found before any work is done and without creating anything: the nearest folder
+    that exists must take a new file (one is made and removed at once; permissions alone do not
+    say it, e.g. in /proc or as root). Remote outputs and stdout are not checked here: their
+    writes fail with their own line."""
+    if not is_local(uri):
+        return
+    path = Path(uri)
+    if not directory and path.is_dir():
+        raise Unreachable(f"cannot write {uri}: it is a directory; give a file's path")
+    if not directory and uri.endswith(os.sep):
+        raise Unreachable(f"cannot write {uri}: a file's path cannot end in {os.sep}")
+    if directory and path.exists() and not path.is_dir():
+        raise Unreachable(f"cannot write into {uri}: it is a file, not a directory")
+    nearest = path.absolute() if directory else path.absolute().parent
+    while not nearest.exists():
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        raise Unreachable(f"cannot write {uri}: {nearest} is not a directory")
+    try:
+        descriptor, probe = tempfile.mkstemp(dir=nearest, prefix=".vllm-sagemaker-probe-")
+    except OSError as error:
+        raise Unreachable(
+            f"cannot write {uri}: no file can be created in {nearest} ({error.strerror})"
+        ) from None
+    os.close(descriptor)
+    os.unlink(probe)
+    if not directory and path.exists() and not os.access(path, os.W_OK):
+        raise Unreachable(f"cannot write {uri}: permission denied")
 
 
 def publish(staged: str, uri: str) -> None:
@@ -257,10 +358,8 @@ def publish(staged: str, uri: str) -> None:
             sys.stdout.buffer.flush()
         elif is_s3(uri):
             bucket, key = s3_parts(uri)
-            try:
+            with _s3("write", uri):
                 s3_client().upload_file(source, bucket, key)
-            except Exception as error:
-                raise Unreachable(f"cannot write {uri}: {error}") from None
         elif is_http(uri):
             _http("PUT", uri, upload=source)
         elif os.path.abspath(source) != os.path.abspath(uri):

@@ -1,6 +1,8 @@
 """`vllm-sagemaker transform`: a Batch Transform job run locally against a running container.
 
-It drives the container the way SageMaker does: GET /ping until ready, GET /execution-parameters,
+It drives the container the way SageMaker does: GET /ping until ready (a container that is
+starting is waited for up to `--wait-ready` seconds; nobody there stops the job at once, as do an
+input that cannot be listed and an output that cannot be written), GET /execution-parameters,
 then POST /invocations with mini-batches packed from every input file, at most
 MaxConcurrentTransforms at a time. Each input `X` gives `X.out` (beside X's relative path under
 the output), written only when every request for X succeeded: like SageMaker, a failed request
@@ -36,7 +38,6 @@ from vllm_sagemaker.handler.core.jsonlines import iter_records
 DEFAULT_CONCURRENCY = 1
 DEFAULT_PAYLOAD_MB = 6
 MAX_TOTAL_MB = 100
-PING_WAIT_S = 600.0
 
 
 class JobError(Exception):
@@ -64,6 +65,7 @@ class TransformJob:
     timeout_s: float = 600.0
     resume: bool = False
     api_key: str | None = None
+    wait_ready_s: float = invoke.READY_WAIT_S
 
     def headers(self) -> dict[str, str]:
         headers = {}
@@ -211,17 +213,19 @@ async def transform_file(
 
 async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str]:
     """Run the job; why each input file that failed did (none when all were transformed).
-    `quiet` hides the progress bar (when the caller shows its own). `invoke.KeyRefused` when
-    the container wants an API key it did not get."""
+    `quiet` hides the progress bars (when the caller shows its own). `invoke.KeyRefused` when
+    the container wants an API key it did not get, `invoke.NotReady` when it cannot take calls,
+    `storage.Unreachable` when the input cannot be listed or the output cannot be written."""
     check(job)
     files = storage.list_inputs(job.input)
+    storage.check_writable(job.output, directory=True)
     failed: dict[str, str] = {}
     # A 401 fails every file alike: the first one ends the job, and files not begun yet are not
     # sent (gather leaves no task running).
     refused: list[invoke.KeyRefused] = []
     async with invoke.client(job.endpoint, job.api_key) as client:
         runner = Runner(job, client)
-        await invoke.wait_ready(client, PING_WAIT_S)
+        await invoke.wait_ready(client, job.wait_ready_s, "transform", bar=not quiet)
         chosen = settings(job, await runner.execution_parameters())
         slots = asyncio.Semaphore(chosen.concurrency)
         opened_files = asyncio.Semaphore(chosen.concurrency)
@@ -289,6 +293,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="skip input files whose .out already exists"
     )
+    invoke.add_wait_ready_argument(parser)
     invoke.add_api_key_argument(parser)
 
 
@@ -314,6 +319,7 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
         timeout_s=args.timeout,
         resume=args.resume,
         api_key=invoke.api_key(args.api_key),
+        wait_ready_s=args.wait_ready,
     )
 
 
@@ -323,7 +329,7 @@ def main(args: argparse.Namespace) -> int:
     except (
         JobError,
         JsonPathError,
-        FileNotFoundError,
+        storage.Unreachable,
         ValueError,
         invoke.NotReady,
         invoke.KeyRefused,
