@@ -121,6 +121,10 @@ def _run(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command != "batch" and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from vllm_sagemaker.deploy.aws import region
+
+    # AWS_REGION counts as AWS_DEFAULT_REGION for every client command (deploy's --region too).
+    region.use_region(None, os.environ)
     if args.command == "batch":
         from vllm_sagemaker.deploy.batch import runner as batch
 

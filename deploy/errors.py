@@ -10,6 +10,7 @@ and keeps its traceback. `--debug` (or VLLM_SAGEMAKER_DEBUG=1) shows the traceba
 import botocore.exceptions
 import httpx
 
+from vllm_sagemaker.deploy.aws.region import REGION_HELP
 from vllm_sagemaker.deploy.io import storage
 
 # What lets boto3 find AWS, for the lines that say it could not.
@@ -17,7 +18,6 @@ CREDENTIALS_HELP = (
     "configure credentials (`aws configure`, AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
     "AWS_SECRET_ACCESS_KEY)"
 )
-REGION_HELP = "give --region, or set AWS_REGION (or AWS_DEFAULT_REGION)"
 _DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 _EXPIRED = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired"})
 _BAD_KEYS = frozenset(

@@ -710,5 +710,6 @@ def test_an_endpoint_without_a_region_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "batch: endpoint llama: no AWS region: give --region, or set AWS_DEFAULT_REGION"
+        "batch: endpoint llama: no AWS region: give --region, or set AWS_REGION "
+        "(or AWS_DEFAULT_REGION)"
     ]

@@ -12,6 +12,8 @@ from collections.abc import Mapping, MutableMapping
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 # The one boto3 reads.
 BOTO3_VARIABLE = "AWS_DEFAULT_REGION"
+# What to do when no region is found.
+REGION_HELP = "give --region, or set AWS_REGION (or AWS_DEFAULT_REGION)"
 
 
 def chosen_region(given: str | None, env: Mapping[str, str]) -> str | None:

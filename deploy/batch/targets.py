@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from vllm_sagemaker.deploy.aws.region import REGION_HELP
 from vllm_sagemaker.deploy.batch.pace import Pace
 from vllm_sagemaker.deploy.io import invoke
 from vllm_sagemaker.handler.core.config import API_KEY_VAR
@@ -153,9 +154,7 @@ class Endpoint:
             self.runtime = boto3.client("sagemaker-runtime", config=config)
             self.control = boto3.client("sagemaker", config=config)
         except botocore.exceptions.NoRegionError as error:
-            raise invoke.NotReady(
-                f"endpoint {name}: no AWS region: give --region, or set AWS_DEFAULT_REGION"
-            ) from error
+            raise invoke.NotReady(f"endpoint {name}: no AWS region: {REGION_HELP}") from error
         except botocore.exceptions.BotoCoreError as error:
             raise invoke.NotReady(f"endpoint {name}: {error}") from error
         self.component = inference_component
