@@ -178,7 +178,6 @@ def model_calls(reads: Reads, model: Call) -> list[Call]:
 
 
 def transform(args: argparse.Namespace) -> int:
-    _transform_note(args.instance_type)
     reads = Reads(args.dry_run)
     describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
     if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
@@ -198,7 +197,9 @@ def transform(args: argparse.Namespace) -> int:
         args.max_concurrent_transforms,
         args.join_source == "Input",
     )
-    aws_run.execute([*parts, *model_calls(reads, model), job], args.dry_run, reads.assumed)
+    calls = [*parts, *model_calls(reads, model), job]
+    _transform_note(args.instance_type)
+    aws_run.execute(calls, args.dry_run, reads.assumed)
     if not args.dry_run and not args.no_wait:
         aws_run.wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
         for file in storage.list_inputs(input_prefix):
@@ -257,7 +258,6 @@ def _fleet_on_sagemaker(
             "deploy: batch on SageMaker needs --image, --instance-type and a model "
             "(--model-id, --model-data or --model-prefix); or give --local URL..."
         )
-    _transform_note(args.instance_type)
     reads = Reads(args.dry_run)
     model = aws_plan.create_model(
         args.name,
@@ -276,9 +276,15 @@ def _fleet_on_sagemaker(
     if args.dry_run:
         read = f"the batch's input {batch.input} and work prefix {batch.work}"
         calls = reads.required(lambda: fleet.planned_calls(batch, jobs(), first), read)
+        _transform_note(args.instance_type)
         aws_run.execute(calls, True, reads.assumed)
         return 0
-    return asyncio.run(fleet.run(batch, jobs(), lambda: aws_run.execute(first, False)))
+
+    def ready() -> None:
+        _transform_note(args.instance_type)
+        aws_run.execute(first, False)
+
+    return asyncio.run(fleet.run(batch, jobs(), ready))
 
 
 def _has_model(args: argparse.Namespace) -> bool:
