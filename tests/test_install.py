@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator
 from tests.servers import Server, free_port
 from tests.test_batch_runner import completion, jsonl
+from tests.waiting import A_DAY_S
 
 REPO = Path(__file__).resolve().parent.parent
 # What the repository holds that is not the package, nor needed to build it.
@@ -386,20 +386,16 @@ def bad_inputs(home: Path, dead: str) -> list[tuple[str, list[str]]]:
 
 def test_every_mistake_is_one_line(client: Path, tmp_path: Path) -> None:
     """Each bad input of issue 39 from the client install, with no AWS settings: a non-zero
-    exit, exactly one line on stderr, no traceback, soon. "Soon" is 30 s of wall time, far
-    from the 60-600 s these waited before and wide enough for a slow or stalling machine."""
+    exit, exactly one line on stderr, no traceback. The commands that call a URL may wait a day
+    for a starting container, so one that took a dead URL for a starting container would never
+    end (the suite's timeout fails it): each ends only by the rule that refuses its input."""
     dead = f"http://127.0.0.1:{free_port()}"
-    slow = []
     for case, args in bad_inputs(tmp_path, dead):
-        began = time.monotonic()
-        done = run(client, tmp_path, *args)
-        took = time.monotonic() - began
+        waits = ["--wait-ready", str(A_DAY_S)] if "--endpoint" in args else []
+        done = run(client, tmp_path, *args, *waits)
         assert done.returncode != 0, (case, done.stdout)
         assert "Traceback" not in done.stderr, (case, done.stderr)
         assert len(done.stderr.splitlines()) == 1, (case, done.stderr)
-        if took > 30:
-            slow.append((case, round(took, 1)))
-    assert slow == []
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "out").exists()
 
 

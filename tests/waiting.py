@@ -49,3 +49,8 @@ def until(
         nap(every)
     lag()
     return value
+
+
+# A wait no test sits out: a command given it that waited instead of failing at once would
+# never end, and the suite's timeout would fail the test (never a pass by the machine's speed).
+A_DAY_S = 86_400
