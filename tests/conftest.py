@@ -18,6 +18,19 @@ pytest_plugins = ["pytester", "tests.server_deaths"]
 # The cross-encoder's server requires this key, so auth is tested on a real engine.
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
+# A client's call to a container that wants API_KEY: (--api-key, VLLM_API_KEY, the one line it
+# stops with; None: every line answered), as `transform` and `batch` both face it.
+KEYED_CALLS = [
+    (API_KEY, "", None),
+    (None, API_KEY, None),  # VLLM_API_KEY when --api-key is not given
+    (None, "", "{url} wants an API key (HTTP 401): pass it with --api-key or set VLLM_API_KEY"),
+    (
+        "wrong",
+        API_KEY,
+        "{url} refused the API key (HTTP 401): pass the container's key with --api-key or "
+        "VLLM_API_KEY",
+    ),
+]
 # A second chat server configured as SageMaker configures a transform job, with limits small
 # enough to observe: 4 records in flight, a 3 s mini-batch deadline, 2 MB payloads.
 BATCH_ENV = {

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests import cli, processes, waiting
-from tests.conftest import API_KEY
+from tests.conftest import KEYED_CALLS
 from tests.json_lines import parse_lines
 from tests.local_http import fronting, serving
 from tests.servers import SERVE, Server, free_port
@@ -278,24 +278,7 @@ def rerank(custom_id: str) -> dict[str, Any]:
     return {"custom_id": custom_id, "method": "POST", "url": "/v1/rerank", "body": body}
 
 
-@pytest.mark.parametrize(
-    ("key", "env", "refusal"),
-    [
-        (API_KEY, "", None),
-        (None, API_KEY, None),  # VLLM_API_KEY when --api-key is not given
-        (
-            None,
-            "",
-            "{url} wants an API key (HTTP 401): pass it with --api-key or set VLLM_API_KEY",
-        ),
-        (
-            "wrong",
-            API_KEY,
-            "{url} refused the API key (HTTP 401): pass the container's key with --api-key or "
-            "VLLM_API_KEY",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("key", "env", "refusal"), KEYED_CALLS)
 def test_a_keyed_container_answers_with_its_key(
     score_server: Server, tmp_path: Path, key: str | None, env: str, refusal: str | None
 ) -> None:

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from tests import cli, processes, waiting
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, KEYED_CALLS
 from tests.json_lines import parse_lines
 from tests.local_http import fronting
 from tests.servers import Server, free_port
@@ -191,24 +191,7 @@ def test_a_job_sagemaker_would_refuse_does_not_start(chat_server: Server, tmp_pa
 RERANK = [{"query": f"cat {i}", "documents": ["a cat sits", "stocks fell"]} for i in range(3)]
 
 
-@pytest.mark.parametrize(
-    ("key", "env", "refusal"),
-    [
-        (API_KEY, "", None),
-        (None, API_KEY, None),  # VLLM_API_KEY when --api-key is not given
-        (
-            None,
-            "",
-            "{url} wants an API key (HTTP 401): pass it with --api-key or set VLLM_API_KEY",
-        ),
-        (
-            "wrong",
-            API_KEY,
-            "{url} refused the API key (HTTP 401): pass the container's key with --api-key or "
-            "VLLM_API_KEY",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("key", "env", "refusal"), KEYED_CALLS)
 def test_a_keyed_container_answers_with_its_key(
     score_server: Server, tmp_path: Path, key: str | None, env: str, refusal: str | None
 ) -> None:
