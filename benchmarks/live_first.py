@@ -16,8 +16,10 @@ live rate (`--rates`), three phases:
 Every live request of the transient and steady phases overlaps the batch (it is cancelled only
 after the last one ends). The batch's throughput while live traffic runs is compared with its
 throughput alone (lines answered per second, from the batch's request counts; for vLLM, from its
-client). The client runs at a higher CPU priority than the servers (it stands for users on other
-machines: on 2 cores its own scheduling delays were up to 1.4 s and are not the server's).
+client). The live traffic's threads run at a higher CPU priority than the servers (they stand
+for users on other machines: on 2 cores their own scheduling delays were up to 1.4 s and are not
+the server's); the servers, and plain vLLM's batch client, run at the default priority. Beside
+every phase, the stall witness (`benchmarks.witness`) says whether the machine itself stalled.
 
     .venv/bin/python -m benchmarks.live_first [--before 864584e] [--rates 0.5 2 8]
         [--servers before now step-only vllm] [--plot docs/img/live-first.svg]
@@ -45,9 +47,11 @@ from typing import Protocol
 import httpx
 import openai
 
+from benchmarks import autogroup
 from benchmarks.batch_runner import write_file
 from benchmarks.plot import Point, scatter
 from benchmarks.startup import worktree
+from benchmarks.witness import Seen, Witness
 from tests import model_factory, processes, servers, waiting
 from vllm_sagemaker.container.env_args import LIVE_FIRST_SCHEDULER
 
@@ -60,7 +64,8 @@ CLIENT_NICE = -10
 # "step-only" is this tree's live-first engine step without the window's yielding (the whole
 # window under live traffic), to see what the window still adds; "now-8" is this tree with at
 # most 8 batch lines in flight, near the batch throughput plain vLLM reaches with 256 on 2
-# cores, so the two meet at about equal batch throughput.
+# cores, so the two meet at about equal batch throughput; "no-preload" is this tree without
+# vLLM's CPU libraries (tcmalloc, Intel OpenMP) preloaded.
 OURS = {
     "before": {},
     "now": {},
@@ -69,6 +74,7 @@ OURS = {
         "SM_VLLM_SCHEDULER_CLS": LIVE_FIRST_SCHEDULER,
     },
     "now-8": {"SAGEMAKER_BATCH_MAX_INFLIGHT": "8"},
+    "no-preload": {"SAGEMAKER_CPU_PRELOAD": "false"},
 }
 
 
@@ -160,6 +166,10 @@ class LiveTraffic:
             self.failures[stamps.status] += 1
 
     def _drive(self) -> None:
+        # Linux keeps a nice value per thread, and threads inherit their creator's: this one and
+        # the requests it starts run above the servers, the rest of the client does not.
+        with contextlib.suppress(PermissionError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CLIENT_NICE)
         while not self._stop.wait(self._random.expovariate(self.rate)):
             thread = threading.Thread(target=self._one)
             thread.start()
@@ -299,6 +309,8 @@ class Row:
     total: Tail
     # Live answers that were not 200, by status (the tails count only the 200s).
     failures: Counter[int]
+    # What the stall witness saw over the phase (the batch alone included).
+    seen: Seen
     # The batch's lines/s beside live traffic, and alone (None for the idle phase).
     lines_s: float | None = None
     alone_s: float | None = None
@@ -310,11 +322,12 @@ class Row:
         phase: str,
         rate: float,
         live: LiveTraffic,
+        seen: Seen,
         lines_s: float | None = None,
         alone_s: float | None = None,
     ) -> "Row":
         first, total = Tail.of(live.first), Tail.of(live.total)
-        return cls(server, phase, rate, first, total, live.failures, lines_s, alone_s)
+        return cls(server, phase, rate, first, total, live.failures, seen, lines_s, alone_s)
 
     @property
     def kept(self) -> float | None:
@@ -329,12 +342,20 @@ def during(batch: Batch, seconds: float) -> float:
 
 
 def phases(
-    name: str, url: str, path: str, batch: Batch, rate: float, args: argparse.Namespace
+    name: str,
+    url: str,
+    path: str,
+    batch: Batch,
+    rate: float,
+    args: argparse.Namespace,
+    witness: Witness,
 ) -> list[Row]:
-    """Idle, transient and steady at one live rate."""
+    """Idle, transient and steady at one live rate, each with what the witness saw over it."""
+    started = time.monotonic()
     with LiveTraffic(url, path, rate) as idle:
         time.sleep(args.idle_seconds)
-    rows = [Row.of(name, "idle", rate, idle)]
+    rows = [Row.of(name, "idle", rate, idle, witness.between(started, time.monotonic()))]
+    started = time.monotonic()
     batch.start()
     try:
         waiting.until(lambda: batch.answered() > 0, 600, "the batch never started", 0.2)
@@ -343,14 +364,17 @@ def phases(
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(Row.of(name, "transient", rate, live, kept, alone))
+    seen = witness.between(started, time.monotonic())
+    rows.append(Row.of(name, "transient", rate, live, seen, kept, alone))
+    started = time.monotonic()
     batch.start()
     try:
         with LiveTraffic(url, path, rate) as live:
             kept = during(batch, args.seconds)
     finally:
         batch.stop()
-    rows.append(Row.of(name, "steady", rate, live, kept, alone))
+    seen = witness.between(started, time.monotonic())
+    rows.append(Row.of(name, "steady", rate, live, seen, kept, alone))
     return rows
 
 
@@ -362,7 +386,7 @@ def report(rows: list[Row]) -> None:
     print(
         f"{'server':9} {'phase':9} {'live/s':>6} {'n':>4} | first token ms: {'p50':>5} {'p95':>7} "
         f"{'p99':>7} | total ms: {'p50':>4} {'p95':>7} {'p99':>7} | x idle p50 p95 | batch lines/s"
-        " | not 200"
+        " | witness: stalls worst ms | not 200"
     )
     idle = {(r.server, r.rate): r for r in rows if r.phase == "idle"}
     for row in rows:
@@ -371,11 +395,13 @@ def report(rows: list[Row]) -> None:
             "" if row.kept is None else f"{row.lines_s:5.0f} of {row.alone_s:4.0f} {row.kept:4.0%}"
         )
         failed = " ".join(f"{status}: {n}" for status, n in sorted(row.failures.items()))
+        stalled = "STALLED" if row.seen.stalled else ""
+        witness = f"{row.seen.stalls:3d} {row.seen.worst_s * 1000:6.0f} {stalled:7}"
         print(
             f"{row.server:9} {row.phase:9} {row.rate:6.1f} {row.first.count:4d} | "
             f"{ms(row.first):>31} | {ms(row.total):>26} | "
             f"{row.first.p50 / base.p50:5.2f} {row.first.p95 / base.p95:5.2f} | {kept:17} | "
-            f"{failed}",
+            f"{witness} | {failed}",
             flush=True,
         )
 
@@ -480,11 +506,15 @@ def main() -> None:
         "beside live traffic at the same rate, steady phase), 'max' (back to back) or a number",
     )
     parser.add_argument("--plot", type=Path)
+    autogroup.add_argument(parser)
     args = parser.parse_args()
-    with contextlib.suppress(PermissionError):
-        os.setpriority(os.PRIO_PROCESS, 0, CLIENT_NICE)
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        autogroup.autogroup(args.autogroup) as grouping,
+        tempfile.TemporaryDirectory() as tmp,
+        Witness() as witness,
+    ):
+        print(autogroup.described(grouping))
         root = Path(tmp)
         model = model_factory.make_chat_model(root / "chat")
         source = root / "batch.jsonl"
@@ -518,7 +548,7 @@ def main() -> None:
                     if isinstance(batch, ClientBatch):
                         batch.pace = client_pace(args.vllm_pace, rows, rate)
                         print(f"plain vLLM's batch client at {batch.pace or 'max'} lines/s")
-                    found = phases(name, url, path, batch, rate, args)
+                    found = phases(name, url, path, batch, rate, args, witness)
                     report(found)
                     rows += found
         print("\nall rows")

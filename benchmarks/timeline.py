@@ -34,8 +34,10 @@ from pathlib import Path
 import openai
 import psutil
 
+from benchmarks import autogroup
 from benchmarks.batch_runner import write_file
 from benchmarks.live_first import live_body, streamed
+from benchmarks.witness import Witness
 from tests import model_factory, servers
 from vllm_sagemaker.handler.sagemaker.invocations import INFERENCE_ID
 
@@ -169,13 +171,15 @@ def steps_between(noted: list[dict], start: float, end: float) -> tuple[int, flo
     return len(durations), statistics.mean(durations), max(durations)
 
 
-def print_timeline(lives: list[Live], noted: list[dict]) -> None:
+def print_timeline(lives: list[Live], noted: list[dict], witness: Witness) -> None:
+    """A row per live request; its last column is the stall witness's latest wake-up while the
+    request waited for its first byte, marked STALLED over the witness's threshold."""
     heads = [label for _, _, label in STAGES]
     print("live request timeline (ms per stage; queue = waiting requests at its arrival)")
     print(
         f"{'id':8} {'first byte':>10} "
         + " ".join(f"{h[:12]:>12}" for h in heads)
-        + f" {'queue':>6} {'running':>7} {'steps':>5} {'step ms':>7}"
+        + f" {'queue':>6} {'running':>7} {'steps':>5} {'step ms':>7} {'witness':>8}"
     )
     for live in lives:
         s = live.stamps
@@ -189,10 +193,12 @@ def print_timeline(lives: list[Live], noted: list[dict]) -> None:
             else (0, 0.0, 0.0)
         )
         total = (s["first_byte"] - s["sent"]) * 1000
+        seen = witness.between(s["sent"], s["first_byte"])
         print(
             f"{live.id:8} {total:10.1f} "
             + " ".join(cells)
             + f" {s.get('queue', -1):6.0f} {s.get('running', -1):7.0f} {count:5d} {mean:7.1f}"
+            + f" {seen.worst_s * 1000:8.0f}{' STALLED' if seen.stalled else ''}"
         )
 
 
@@ -250,8 +256,14 @@ def main() -> None:
     parser.add_argument("--env", nargs="*", default=[])
     parser.add_argument("--py-spy", type=float, default=0.0)
     parser.add_argument("--keep", type=Path, help="copy the probes' events and py-spy files here")
+    autogroup.add_argument(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        autogroup.autogroup(args.autogroup) as grouping,
+        tempfile.TemporaryDirectory() as tmp,
+        Witness() as witness,
+    ):
+        print(autogroup.described(grouping))
         root = Path(tmp)
         model = model_factory.make_chat_model(root / "chat")
         source, warm = root / "in.jsonl", root / "warm.jsonl"
@@ -312,7 +324,9 @@ def main() -> None:
         stitch(idle + lives, noted)
         print(f"{args.lines} lines x {args.tokens} tokens; env {args.env or 'defaults'}")
         print(f"batch {final.status}: {final.request_counts}, {ended - created:.1f} s")
-        print_timeline(idle + lives, noted)
+        print_timeline(idle + lives, noted, witness)
+        print(f"batch alone: {witness.between(created, first_live)}")
+        print(f"batch with live traffic: {witness.between(first_live, ended)}")
         print_lag(noted, "batch alone", created + 1, first_live)
         print_lag(noted, "batch with live traffic", first_live, ended)
         print_cpu(sampler, "batch alone", created + 1, first_live)

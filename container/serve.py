@@ -15,11 +15,11 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.container import env_args, hardware, requirements
+from vllm_sagemaker.container import cpu_libraries, env_args, hardware, requirements
 from vllm_sagemaker.container.supervisor import Supervisor
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.core.env import ConfigError, model_dir
-from vllm_sagemaker.handler.core.environment import environment_problems
+from vllm_sagemaker.handler.core.environment import CPU_PRELOAD_VAR, environment_problems
 from vllm_sagemaker.handler.core.install import server_missing
 from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
 
@@ -31,9 +31,11 @@ VLLM_SERVE = ("-m", "vllm_sagemaker.container.vllm_cli", "serve")
 
 def server_command(
     env: Mapping[str, str], extra: Sequence[str]
-) -> tuple[list[str], dict[str, str]]:
-    """The command line of vLLM's OpenAI server and the variables to add to its environment."""
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """The command line of vLLM's OpenAI server, the variables to add to its environment, and
+    what the machine lacks for the engine (a line each)."""
     gpus = hardware.visible_gpu_count(env, hardware.dev_entries())
+    preload, lacking = cpu_libraries.preload(env, gpus, cpu_libraries.on_this_machine())
     try:
         entries = os.listdir(model_dir(env))
     except OSError:
@@ -42,11 +44,21 @@ def server_command(
     added = {
         **env_args.platform_env(env, args),
         **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
+        **preload,
     }
     if "SAGEMAKER_MODEL_DIR" in env and "SAGEMAKER_MODEL_PATH" not in env:
         # MHCS, inside the server, looks for the customer's code here.
         added["SAGEMAKER_MODEL_PATH"] = handler_specs.code_dir(env)
-    return [sys.executable, *VLLM_SERVE, *args], added
+    return [sys.executable, *VLLM_SERVE, *args], added, lacking
+
+
+def _why(variable: str) -> str:
+    """Why `serve` sets a variable, as its start-up line says."""
+    if variable == env_args.VLLM_KEY_VAR:
+        return "off vLLM's command line"
+    if variable == cpu_libraries.PRELOAD:
+        return f"vLLM's CPU guide; {CPU_PRELOAD_VAR}=false leaves it out"
+    return "set it to override"
 
 
 def run(extra: Sequence[str], dry_run: bool) -> int:
@@ -61,11 +73,13 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         if problems:
             raise ConfigError("; ".join(problems))
         policy = RestartPolicy.from_env(os.environ)
-        command, added = server_command(os.environ, extra)
+        command, added, lacking = server_command(os.environ, extra)
         install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     except ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)
         return 2
+    for line in lacking:
+        print(f"serve: {line}", file=sys.stderr)
     if dry_run:
         print(json.dumps(command))
         if install:
@@ -79,8 +93,7 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
     if install and requirements.install(install) != 0:
         return 1
     for key, value in added.items():
-        how = "off vLLM's command line" if key == env_args.VLLM_KEY_VAR else "set it to override"
-        print(f"serve: {env_args.shown(key, value)} ({how})", file=sys.stderr)
+        print(f"serve: {env_args.shown(key, value)} ({_why(key)})", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     if policy.enabled:

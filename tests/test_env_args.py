@@ -1,8 +1,10 @@
 """The env -> argv rules, as a table of cases."""
 
+from pathlib import Path
+
 import pytest
 
-from vllm_sagemaker.container import env_args, hardware, serve
+from vllm_sagemaker.container import cpu_libraries, env_args, hardware, serve
 from vllm_sagemaker.handler.core.config import api_keys
 from vllm_sagemaker.handler.core.env import ConfigError
 
@@ -243,6 +245,57 @@ def test_engine_env(
     env: dict[str, str], gpus: int, available: int, expected: dict[str, str]
 ) -> None:
     assert hardware.engine_env(env, gpus, available) == expected
+
+
+TC, IOMP = "/usr/lib/tc.so", "/venv/lib/libiomp5.so"
+BOTH = cpu_libraries.Found(TC, IOMP, x86=True)
+
+
+@pytest.mark.parametrize(
+    ("env", "gpus", "found", "expected", "lacking"),
+    [
+        ({}, 0, BOTH, {"LD_PRELOAD": f"{TC}:{IOMP}"}, []),
+        ({"LD_PRELOAD": "/mine.so"}, 0, BOTH, {"LD_PRELOAD": f"{TC}:{IOMP}:/mine.so"}, []),
+        (
+            {"LD_PRELOAD": "/x/libtcmalloc.so.4"},
+            0,
+            BOTH,
+            {"LD_PRELOAD": f"{IOMP}:/x/libtcmalloc.so.4"},
+            [],
+        ),
+        ({"LD_PRELOAD": "/a/libtcmalloc.so:/b/libiomp5.so"}, 0, BOTH, {}, []),
+        ({}, 1, BOTH, {}, []),
+        ({"SAGEMAKER_CPU_PRELOAD": "false"}, 0, BOTH, {}, []),
+        ({}, 0, cpu_libraries.Found(None, IOMP, x86=True), {"LD_PRELOAD": IOMP}, ["tcmalloc"]),
+        ({}, 0, cpu_libraries.Found(None, None, x86=True), {}, ["tcmalloc", "Intel OpenMP"]),
+        ({}, 0, cpu_libraries.Found(TC, None, x86=False), {"LD_PRELOAD": TC}, []),
+    ],
+)
+def test_cpu_engine_libraries(
+    env: dict[str, str],
+    gpus: int,
+    found: cpu_libraries.Found,
+    expected: dict[str, str],
+    lacking: list[str],
+) -> None:
+    """vLLM's CPU guide: tcmalloc then Intel OpenMP (x86 only) before what the user preloads,
+    never twice, not on GPUs or with the switch off; a line names each library not found."""
+    added, lines = cpu_libraries.preload(env, gpus, found)
+    assert added == expected
+    assert [line.split(" not found")[0] for line in lines] == lacking
+    assert all("SAGEMAKER_CPU_PRELOAD=false" in line for line in lines)
+
+
+def test_cpu_engine_libraries_are_found_where_they_are_installed(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / cpu_libraries.IOMP).touch()
+    (tmp_path / cpu_libraries.TCMALLOC).touch()
+    found = cpu_libraries.find([str(tmp_path / "none"), str(tmp_path)], [str(tmp_path)])
+    assert (found.tcmalloc, found.iomp) == (
+        str(tmp_path / cpu_libraries.TCMALLOC),
+        str(tmp_path / "lib" / cpu_libraries.IOMP),
+    )
+    assert cpu_libraries.find([str(tmp_path / "none")], []).tcmalloc is None
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
 
 DEFAULT_PORT = 8080
 AUTO_INSTALL_VAR = "STANDARD_AUTO_INSTALL_REQ"
+CPU_PRELOAD_VAR = "SAGEMAKER_CPU_PRELOAD"
 
 
 def port(env: Mapping[str, str]) -> int:
@@ -39,6 +40,12 @@ def auto_install(env: Mapping[str, str]) -> bool:
     return flag(env, AUTO_INSTALL_VAR, True)
 
 
+def cpu_preload(env: Mapping[str, str]) -> bool:
+    """Whether `serve` preloads tcmalloc and Intel OpenMP into the CPU engine (vLLM's CPU guide;
+    `container.cpu_libraries`)."""
+    return flag(env, CPU_PRELOAD_VAR, True)
+
+
 # Each reads its variables and raises ConfigError for a value `serve` refuses.
 _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     Config.from_env,
@@ -46,6 +53,7 @@ _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     port,
     num_gpus,
     auto_install,
+    cpu_preload,
 )
 
 
