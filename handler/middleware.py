@@ -23,7 +23,7 @@ from vllm_sagemaker.handler.lifecycle import RESTARTS, StopRequests
 from vllm_sagemaker.handler.logs import logger
 from vllm_sagemaker.handler.records.messages import header, respond, respond_error, too_large
 from vllm_sagemaker.handler.records.pipeline import Pipeline
-from vllm_sagemaker.handler.sagemaker import adapters, custom_code
+from vllm_sagemaker.handler.sagemaker import adapters, custom_code, openai_path
 from vllm_sagemaker.handler.sagemaker.auth import ApiKeys
 from vllm_sagemaker.handler.sagemaker.invocations import CUSTOM_ATTRIBUTES, Invocations
 from vllm_sagemaker.handler.sagemaker.ping import Ping
@@ -48,7 +48,8 @@ class SageMakerMiddleware:
         self.app = app
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
-        pipeline = Pipeline(app)
+        pipeline = Pipeline(app, self.config.model_fallback)
+        self.direct = openai_path.DirectRoutes(app, pipeline, self.config.max_payload_bytes)
         batches = self.config.batch_api
         self.window = BatchWindow(
             admission.Settings(full=batches.max_inflight, slo_s=batches.live_slo_s), batches.yields
@@ -70,6 +71,7 @@ class SageMakerMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope = openai_path.canonical(scope)
         if not is_live(scope):
             await self.route(scope, receive, send)
             return
@@ -129,6 +131,8 @@ class SageMakerMiddleware:
             await self.app({**scope, custom_code.SCOPE_KEY: self.invocations}, receive, send)
         elif path == adapters.PREFIX or path.startswith(adapters.PREFIX + "/"):
             await self.adapters(scope, receive, send)
+        elif method == "POST" and path in kinds.INFERENCE_ROUTES:
+            await self.direct(scope, receive, send)
         else:
             await self.app(scope, receive, send)
 

@@ -65,6 +65,8 @@ PLATFORM_ENV = {
     "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true",
     "SAGEMAKER_SESSIONS_EXPIRATION": "10",
     "SAGEMAKER_ASYNC_INFERENCE": "true",
+    # Its OpenAI routes answer an unknown `model` with vLLM's 404 (tests/test_openai_path.py).
+    "SAGEMAKER_MODEL_FALLBACK": "false",
 }
 MODEL_BUCKET = "models"
 # LiteLLM's quick start names its own model_name in every batch line; the chat server serves that

@@ -9,19 +9,23 @@ prints the same plan as JSON, and writes nothing.
 import argparse
 import asyncio
 import base64
+import datetime
 import json
 import os
+import shlex
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import boto3
 import botocore.exceptions
+import httpx
 
 from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.aws import run as aws_run
-from vllm_sagemaker.deploy.aws import split
+from vllm_sagemaker.deploy.aws import split, token
 from vllm_sagemaker.deploy.aws.instances import gpu_count
 from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
 from vllm_sagemaker.deploy.aws.reads import Reads
@@ -395,6 +399,80 @@ def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
     return 0
 
 
+def openai_base(name: str) -> str:
+    """The OpenAI base URL of endpoint `name`, on the runtime API boto3 would call (so
+    AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME counts)."""
+    return token.base_url(boto3.client("sagemaker-runtime").meta.endpoint_url, name)
+
+
+def bearer(expires_s: int) -> str:
+    """A token from the credentials and region boto3 would use."""
+    session = boto3.session.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise botocore.exceptions.NoCredentialsError()
+    return token.token(credentials.get_frozen_credentials(), session.region_name, expires_s)
+
+
+def existing_endpoint(reads: Reads, name: str) -> None:
+    """Stop in one line when endpoint `name` does not exist (a token for it would be refused)."""
+    call = Call("sagemaker", "DescribeEndpoint", {"EndpointName": name})
+    if (
+        reads.describe(call, f"the plan assumes endpoint {name} exists") is None
+        and not reads.assumed
+    ):
+        raise SystemExit(
+            f"deploy: endpoint {name} does not exist in {boto3.session.Session().region_name}"
+        )
+
+
+def token_command(args: argparse.Namespace) -> int:
+    """Print OPENAI_BASE_URL and OPENAI_API_KEY for endpoint NAME (or, dry, only the URL)."""
+    reads = Reads(args.dry_run)
+    existing_endpoint(reads, args.name)
+    base = openai_base(args.name)
+    if args.dry_run:
+        _say("dry run: the token is made from your credentials when it runs; nothing is written")
+        print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
+        return 0
+    expires_s = token.duration_s(args.expires) or token.MAX_S
+    key = bearer(expires_s)
+    until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_s)
+    stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if args.json:
+        print(json.dumps({"base_url": base, "api_key": key, "expires_at": stamp}))
+    else:
+        print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
+        print(f"export OPENAI_API_KEY={shlex.quote(key)}")
+    _say(f"the token is good until {stamp}, unless your AWS credentials expire first")
+    return 0
+
+
+def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
+    """POST the body to the endpoint's OpenAI-compatible chat route with a bearer token; print
+    the answer, or (`--stream`, which asks for a stream) its text as it arrives."""
+    url = openai_base(args.name) + "/chat/completions"
+    if args.stream:
+        body = json.dumps({**json.loads(body), "stream": True}).encode()
+    if args.dry_run:
+        print(json.dumps([{"method": "POST", "url": url, "body": json.loads(body)}], indent=2))
+        return 0
+    headers = {"Authorization": f"Bearer {bearer(token.MAX_S)}", "Content-Type": "application/json"}
+    timeout = httpx.Timeout(600, connect=10)
+    with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
+        if reply.status_code != 200:
+            reply.read()
+            raise SystemExit(f"deploy: {url} answered {reply.status_code}: {reply.text[:500]}")
+        if not args.stream:
+            sys.stdout.buffer.write(reply.read() + b"\n")
+            return 0
+        for text in stream_text(reply.iter_bytes()):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
 def invoke(args: argparse.Namespace) -> int:
     body = _body(args.body)
     problem = json_problem("--body", body)
@@ -402,6 +480,8 @@ def invoke(args: argparse.Namespace) -> int:
         raise Refused(problem)
     if args.use_async:
         return invoke_async(args.name, body, args.dry_run)
+    if args.openai:
+        return invoke_openai(args, body)
     params: dict[str, Any] = {
         "EndpointName": args.name,
         "ContentType": "application/json",
@@ -414,18 +494,19 @@ def invoke(args: argparse.Namespace) -> int:
     if not args.stream:
         sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
         return 0
-    for text in stream_text(answers[0]["Body"]):
+    parts = (event.get("PayloadPart", {}).get("Bytes", b"") for event in answers[0]["Body"])
+    for text in stream_text(parts):
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.stdout.write("\n")
     return 0
 
 
-def stream_text(events: Any) -> Any:
+def stream_text(chunks: Iterable[bytes]) -> Iterator[str]:
     """The generated text in a stream of server-sent events, as it arrives."""
     pending = b""
-    for event in events:
-        pending += event.get("PayloadPart", {}).get("Bytes", b"")
+    for chunk in chunks:
+        pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
             data = line.removeprefix(b"data:").strip()
@@ -472,5 +553,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "transform": transform,
     "batch": fleet_batch,
     "invoke": invoke,
+    "token": token_command,
     "delete": delete,
 }

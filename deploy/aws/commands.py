@@ -294,6 +294,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="async endpoint: upload the body, print the S3 location of the answer",
     )
 
+    call.add_argument(
+        "--openai",
+        action="store_true",
+        help="send the body to the endpoint's OpenAI-compatible path (/openai/v1/chat/"
+        "completions) with a bearer token, as an OpenAI client does, instead of InvokeEndpoint",
+    )
+
+    tokens = command(
+        "token",
+        "print what an OpenAI client needs to call an endpoint",
+        "Make a bearer token for the endpoint's OpenAI-compatible path from your AWS credentials "
+        "(as the SageMaker SDK's generate_token does: a SigV4 signature, made locally), check "
+        "that the endpoint exists, and print OPENAI_BASE_URL and OPENAI_API_KEY as lines a "
+        "shell can eval. Calling with the token needs the IAM actions "
+        "sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint.",
+    )
+    _name(tokens, "token", "the endpoint")
+    tokens.add_argument(
+        "--expires",
+        default="12h",
+        help="how long the token is good for: 12h, 90m, 600s (at most 12 h, and never past "
+        "your credentials' own expiry); default 12h",
+    )
+    tokens.add_argument(
+        "--json", action="store_true", help="print {base_url, api_key, expires_at} as JSON"
+    )
+
     remove = command(
         "delete",
         "delete what deploy created",

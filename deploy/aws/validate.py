@@ -12,7 +12,7 @@ from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from vllm_sagemaker.deploy.aws import instances
+from vllm_sagemaker.deploy.aws import instances, token
 from vllm_sagemaker.deploy.aws.plan import MAX_NAME, NAME_PATTERN, version, versioned
 from vllm_sagemaker.deploy.fleet.shards import job_suffix
 from vllm_sagemaker.handler.core import s3_uri
@@ -252,6 +252,12 @@ def _option(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+def expires_problem(value: str) -> str | None:
+    if token.duration_s(value) is None:
+        return f"--expires {value!r}: give 1 s to 12 h as 12h, 90m, 600s or 600"
+    return None
+
+
 def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
     """Every problem (and warning) of a `deploy` command's options, names first; `environ`
     gives the role when --role is not given."""
@@ -298,6 +304,10 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         found.append(positive_problem("--instance-price", args.instance_price))
     if given.get("env"):
         found.append(env_problem(args.env))
+    if command == "token":
+        found.append(expires_problem(args.expires))
+    if given.get("openai") and given.get("use_async"):
+        found.append("--openai: the OpenAI-compatible path is real-time; leave out --async")
     if command in ("endpoint", "transform", "batch") and on_sagemaker:
         role = ("--role", args.role) if args.role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
         if role[1]:

@@ -20,6 +20,7 @@ from vllm_sagemaker.handler.core.env import (
     whole_number,
 )
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
+from vllm_sagemaker.handler.core.model_names import FALLBACK_VAR
 
 MIB = 1024 * 1024
 # vLLM's `--api-key`, as `serve` reads it (container.env_args); `api_keys` says what it holds.
@@ -137,6 +138,8 @@ class Config:
     batch_api: BatchApiSettings
     # How often `serve` has restarted vLLM (it sets RESTARTS_VAR at each start).
     server_restarts: int = 0
+    # A `model` the server does not know is answered by the served model (`core.model_names`).
+    model_fallback: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
@@ -156,6 +159,7 @@ class Config:
             sessions=SessionSettings.from_env(env),
             batch_api=BatchApiSettings.from_env(env),
             server_restarts=whole_number(env, RESTARTS_VAR) or 0,
+            model_fallback=flag(env, FALLBACK_VAR, True),
         )
 
 

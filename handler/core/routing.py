@@ -97,8 +97,9 @@ def is_batch_line(record: Any) -> bool:
 
 def _body(value: Any, raw: bytes | None, model: str | None) -> bytes:
     """The JSON body a route gets: `raw` as it came when nothing changes, else `value`
-    serialised, with `model` set when an adapter answers (X-Amzn-SageMaker-Adapter-Identifier;
-    only then, so a body's own `model` is kept otherwise)."""
+    serialised, with `model` set when another model answers than the body names (an adapter
+    by X-Amzn-SageMaker-Adapter-Identifier, or the served model for a name the server does not
+    know: `core.model_names`)."""
     if model is not None and isinstance(value, dict):
         value = {**value, "model": model}
     elif raw is not None:

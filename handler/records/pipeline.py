@@ -8,10 +8,11 @@ multi-record body and always returns its output line. What they need to run is o
 """
 
 import asyncio
+import json
 
 from starlette.types import ASGIApp, Scope
 
-from vllm_sagemaker.handler.core import formats, json_record, kinds, routing
+from vllm_sagemaker.handler.core import formats, json_record, kinds, model_names, routing
 from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
 from vllm_sagemaker.handler.core.routing import BatchLineError, Target
 from vllm_sagemaker.handler.logs import logger
@@ -22,11 +23,16 @@ JSON_MEDIA = b"application/json"
 MULTI_RECORD = "records of a multi-record body"
 
 
+MODELS_ROUTE = "/v1/models"
+
+
 class Pipeline:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, model_fallback: bool = True) -> None:
         self.app = app
+        self.model_fallback = model_fallback
         self._served: frozenset[str] | None = None
         self._probing = asyncio.Lock()
+        self._served_names: tuple[str, ...] = ()
 
     async def served(self, scope: Scope, headers: asgi_call.Headers) -> frozenset[str]:
         """The inference routes this server has, learned once by asking the server itself:
@@ -48,16 +54,44 @@ class Pipeline:
         reply = await asgi_call.call(self.app, scope, "GET", route, b"", probe, asyncio.Event())
         return reply.status != 404
 
+    async def models(self, scope: Scope, headers: asgi_call.Headers) -> model_names.Models:
+        """The names the server answers to now, from vLLM's own `/v1/models` (served names
+        first; an entry with a `parent` is a LoRA adapter)."""
+        probe = [(k, v) for k, v in headers if k == b"authorization"]
+        reply = await asgi_call.call(
+            self.app, scope, "GET", MODELS_ROUTE, b"", probe, asyncio.Event()
+        )
+        if reply.status != 200:
+            return model_names.Models(())
+        entries = json.loads(bytes(reply.body)).get("data", [])
+        served = tuple(e["id"] for e in entries if not e.get("parent"))
+        self._served_names = served
+        return model_names.Models(served, frozenset(e["id"] for e in entries if e.get("parent")))
+
+    async def model_for(
+        self, scope: Scope, headers: asgi_call.Headers, record: object
+    ) -> str | None:
+        """The model that answers `record` in place of the one it names (None: as it is), by
+        `core.model_names`; vLLM's names are asked for only when the name is not served."""
+        name = model_names.asked(record)
+        if not self.model_fallback or name is None or name in self._served_names:
+            return None
+        if routing.is_batch_line(record):
+            return None
+        return model_names.answering(name, await self.models(scope, headers))
+
     async def target(
         self, context: RecordContext, raw: bytes, no_stream: str | None = None
     ) -> Target:
         """Parse one record and decide its route (raises RequestError or BatchLineError).
 
-        With an adapter in the context, the adapter answers: it becomes the body's `model`."""
+        With an adapter in the context, the adapter answers: it becomes the body's `model`;
+        else a `model` the server does not know is answered by the served model."""
         served = await self.served(context.scope, context.headers)
         record = json_record.parse(raw)
+        model = context.adapter or await self.model_for(context.scope, context.headers, record)
         return routing.target(
-            record, raw, context.route_hint, served, no_stream, context.adapter, context.priority
+            record, raw, context.route_hint, served, no_stream, model, context.priority
         )
 
     async def dispatch(
