@@ -247,6 +247,20 @@ def test_invoke_sync_and_async(role: str, capsys: pytest.CaptureFixture[str]) ->
     ]
 
 
+def test_token_reads_and_never_writes(role: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`deploy token` makes its token locally: dry or real, one DescribeEndpoint and no write."""
+    options = model_options("rec-token", "ml.g4dn.xlarge")
+    assert run(capsys, "deploy", "endpoint", "--no-wait", *options)[0] == 0
+    before = state()
+    for dry in (["--dry-run"], []):
+        with recorded() as calls:
+            status, out, err = run(capsys, "deploy", "token", "--name", "rec-token", *dry)
+        assert status == 0, err
+        assert [call[1] for call in calls] == ["DescribeEndpoint"]
+        assert out.startswith("export OPENAI_BASE_URL=") and out.count("\n") == 2 - len(dry)
+    assert state() == before
+
+
 def test_batch_dry_runs_write_nothing(
     role: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
