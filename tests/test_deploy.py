@@ -285,8 +285,7 @@ def test_streamed_tokens_are_printed_as_they_arrive() -> None:
         b'lo"}]}\n\ndata: {"choices": [{"delta": {"content": ", world"}}]}\n',
         b"\ndata: [DONE]\n\n",
     ]
-    events = [{"PayloadPart": {"Bytes": piece}} for piece in pieces]
-    assert list(actions.stream_text(events)) == ["Hello", ", world"]
+    assert list(actions.stream_text(pieces)) == ["Hello", ", world"]
 
 
 @pytest.mark.parametrize("command", ["endpoint", "transform"])

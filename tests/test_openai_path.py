@@ -252,6 +252,19 @@ def test_invocations_and_direct_routes_take_any_model(
         assert f'"model":"{served}"' in streamed.text.replace(" ", ""), path
 
 
+@pytest.mark.parametrize("path", ["/invocations", "/v1/completions", "/v1/embeddings"])
+def test_other_kinds_take_any_model_too(
+    path: str, chat_server: Server, embed_server: Server, models: dict[str, Any]
+) -> None:
+    """A completion and an embedding naming a model the server does not serve."""
+    completion = path != "/v1/embeddings"
+    server = chat_server if completion else embed_server
+    body = {"prompt": "The quick", "max_tokens": 4} if completion else {"input": "a line"}
+    answer = httpx.post(server.url + path, json={**body, "model": "gpt-4o"}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == str(models["chat" if completion else "embed"])
+
+
 def test_deploy_token_gives_what_an_openai_client_needs(
     openai_runtime: tuple[str, str], aws: dict[str, str]
 ) -> None:
