@@ -11,6 +11,8 @@ off, never more than 5 ms). Benchmarks print the setting and can turn it off for
 
 import argparse
 import contextlib
+import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,9 +41,12 @@ def autogroup(wanted: str) -> Iterator[str]:
     except OSError as error:
         message = f"--autogroup {wanted}: cannot write {SYSCTL} ({error}); run as root"
         raise SystemExit(message) from None
+    # A benchmark stopped with SIGTERM (kill, timeout) puts the setting back too.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         yield wanted
     finally:
+        signal.signal(signal.SIGTERM, previous)
         SYSCTL.write_text("1" if before == "on" else "0")
 
 
