@@ -4,6 +4,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +65,30 @@ def upload_dir(directory: Path, bucket: str, prefix: str) -> str:
         if path.is_file():
             s3.upload_file(str(path), bucket, f"{prefix}/{path.name}")
     return f"s3://{bucket}/{prefix}/"
+
+
+@contextlib.contextmanager
+def moto_endpoint(prefix: str) -> Iterator[str]:
+    """An InService endpoint in moto (model, config and endpoint of one new name starting with
+    `prefix`), for commands that look it up; yields its name, deletes all three after."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    sagemaker = boto3.client("sagemaker")
+    sagemaker.create_model(
+        ModelName=name,
+        PrimaryContainer={"Image": "vllm-sagemaker:test"},
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
+    )
+    variant = {
+        "VariantName": "AllTraffic",
+        "ModelName": name,
+        "InstanceType": "ml.g4dn.xlarge",
+        "InitialInstanceCount": 1,
+    }
+    sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[variant])
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
+    try:
+        yield name
+    finally:
+        sagemaker.delete_endpoint(EndpointName=name)
+        sagemaker.delete_endpoint_config(EndpointConfigName=name)
+        sagemaker.delete_model(ModelName=name)

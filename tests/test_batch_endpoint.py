@@ -8,17 +8,16 @@ import asyncio
 import json
 import os
 import subprocess
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.exceptions
 import pytest
 
 from tests import cli, processes
+from tests.aws import moto_endpoint
 from tests.json_lines import parse_lines
 from tests.runtime_emulator import Runtime, runtime_emulator
 from tests.servers import Server
@@ -41,27 +40,10 @@ from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 def endpoint(chat_server: Server, aws: dict[str, str]) -> Iterator[tuple[str, Runtime, dict]]:
     """An InService endpoint in moto served by the chat container through the emulator, which
     throttles one call in ten; its name, the emulator, and the environment that reaches it."""
-    name = f"chat-{uuid.uuid4().hex[:8]}"
-    sagemaker = boto3.client("sagemaker")
-    sagemaker.create_model(
-        ModelName=name,
-        PrimaryContainer={"Image": "vllm-sagemaker:test"},
-        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
-    )
-    variant = {
-        "VariantName": "AllTraffic",
-        "ModelName": name,
-        "InstanceType": "ml.g4dn.xlarge",
-        "InitialInstanceCount": 1,
-    }
-    sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[variant])
-    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
-    runtime = Runtime({name: chat_server.url}, throttle_every=10)
-    with runtime_emulator(runtime) as url:
-        yield name, runtime, {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url}
-    sagemaker.delete_endpoint(EndpointName=name)
-    sagemaker.delete_endpoint_config(EndpointConfigName=name)
-    sagemaker.delete_model(ModelName=name)
+    with moto_endpoint("chat") as name:
+        runtime = Runtime({name: chat_server.url}, throttle_every=10)
+        with runtime_emulator(runtime) as url:
+            yield name, runtime, {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url}
 
 
 def two_thousand_lines() -> list[Any]:

@@ -6,11 +6,9 @@ import asyncio
 import base64
 import datetime
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import botocore.auth
 import httpx
 import litellm
@@ -19,7 +17,7 @@ import pytest
 from botocore.credentials import ReadOnlyCredentials
 
 from tests import cli
-from tests.aws import REGION
+from tests.aws import REGION, moto_endpoint
 from tests.conftest import LITELLM_MODEL
 from tests.runtime_emulator import Runtime, runtime_emulator
 from tests.servers import Server
@@ -96,31 +94,14 @@ def openai_runtime(
 ) -> Iterator[tuple[str, str]]:
     """Endpoints in moto served through the emulator: one by the chat container, one by the
     platform container (SAGEMAKER_MODEL_FALLBACK=false); the chat one's name, the runtime URL."""
-    name = f"chat-{uuid.uuid4().hex[:8]}"
-    sagemaker = boto3.client("sagemaker")
-    sagemaker.create_model(
-        ModelName=name,
-        PrimaryContainer={"Image": "vllm-sagemaker:test"},
-        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
-    )
-    variant = {
-        "VariantName": "AllTraffic",
-        "ModelName": name,
-        "InstanceType": "ml.g4dn.xlarge",
-        "InitialInstanceCount": 1,
-    }
-    sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[variant])
-    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
-    runtime = Runtime(
-        {name: chat_server.url, "strict": platform_server.url},
-        secrets={aws["AWS_ACCESS_KEY_ID"]: aws["AWS_SECRET_ACCESS_KEY"]},
-        region=REGION,
-    )
-    with runtime_emulator(runtime) as url:
-        yield name, url
-    sagemaker.delete_endpoint(EndpointName=name)
-    sagemaker.delete_endpoint_config(EndpointConfigName=name)
-    sagemaker.delete_model(ModelName=name)
+    with moto_endpoint("chat") as name:
+        runtime = Runtime(
+            {name: chat_server.url, "strict": platform_server.url},
+            secrets={aws["AWS_ACCESS_KEY_ID"]: aws["AWS_SECRET_ACCESS_KEY"]},
+            region=REGION,
+        )
+        with runtime_emulator(runtime) as url:
+            yield name, url
 
 
 def client(runtime: tuple[str, str], endpoint: str | None = None) -> openai.OpenAI:
@@ -305,6 +286,10 @@ def test_deploy_invoke_openai(openai_runtime: tuple[str, str]) -> None:
         "deploy", "invoke", "--name", name, "--openai", "--stream", "--body", body, env=env
     )
     assert streamed.returncode == 0 and streamed.stdout.strip()
+    refused = cli.run("deploy", "invoke", "--name", "strict", "--openai", "--body", body, env=env)
+    assert refused.returncode == 1
+    (line,) = refused.stderr.decode().splitlines()
+    assert "answered 404" in line and "gpt-4o" in line
 
 
 def test_litellm_reaches_the_endpoint_as_an_openai_server(openai_runtime: tuple[str, str]) -> None:

@@ -462,7 +462,7 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
     with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
         if reply.status_code != 200:
             reply.read()
-            raise SystemExit(f"deploy: {url} answered {reply.status_code}: {reply.text[:500]}")
+            raise SystemExit(f"deploy: {url} answered {reply.status_code}: {_said(reply)}")
         if not args.stream:
             sys.stdout.buffer.write(reply.read() + b"\n")
             return 0
@@ -471,6 +471,15 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
             sys.stdout.flush()
     sys.stdout.write("\n")
     return 0
+
+
+def _said(reply: httpx.Response) -> str:
+    """What an error answer says, on one line: OpenAI's error message, else its text."""
+    try:
+        message = str(reply.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        message = reply.text
+    return " ".join(message.split())[:300]
 
 
 def invoke(args: argparse.Namespace) -> int:
