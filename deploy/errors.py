@@ -3,9 +3,13 @@ the value, and what to do.
 
 Every client command (`transform`, `batch`, `deploy ...`) ends here when an error reaches the top
 (`container.cli`): a missing or unwritable path, no credentials or region, access denied, a URL
-nobody answers. Such an error is one line on stderr and exit status 1; anything else is a bug
-and keeps its traceback. `--debug` (or VLLM_SAGEMAKER_DEBUG=1) shows the traceback of any error.
+nobody answers, a tool the command runs (`deploy image`'s builder) that failed. Such an error is
+one line on stderr and exit status 1; anything else is a bug and keeps its traceback. `--debug`
+(or VLLM_SAGEMAKER_DEBUG=1) shows the traceback of any error.
 """
+
+import shlex
+import subprocess
 
 import botocore.exceptions
 import httpx
@@ -60,6 +64,9 @@ def explain(error: BaseException) -> str | None:
     """The line for an error a user can cause; None for anything else (a bug)."""
     if isinstance(error, storage.Unreachable):
         return str(error)
+    if isinstance(error, subprocess.CalledProcessError):
+        command = error.cmd if isinstance(error.cmd, str) else shlex.join(map(str, error.cmd))
+        return f"{command} failed with exit status {error.returncode}"
     if isinstance(error, OSError):
         return _path_error(error)
     if isinstance(error, botocore.exceptions.NoCredentialsError):

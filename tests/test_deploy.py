@@ -1,5 +1,7 @@
 """`vllm-sagemaker deploy`: the plans it prints with --dry-run, and real runs against moto."""
 
+import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -186,9 +188,11 @@ def test_endpoint_then_delete_against_moto(aws: dict[str, str]) -> None:
     assert model["Environment"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
     deleted = deploy("delete", "--name", "llm", env=env)
     assert deleted.returncode == 0, deleted.stderr
-    assert sagemaker.list_endpoints()["Endpoints"] == []
-    assert sagemaker.list_endpoint_configs()["EndpointConfigs"] == []
-    assert [m["ModelName"] for m in sagemaker.list_models()["Models"]] == []
+    # The moto server is the session's: other tests' deployments may stand beside this one.
+    assert "llm" not in [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]]
+    configs = sagemaker.list_endpoint_configs()["EndpointConfigs"]
+    assert "llm" not in [c["EndpointConfigName"] for c in configs]
+    assert "llm" not in [m["ModelName"] for m in sagemaker.list_models()["Models"]]
 
 
 def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> None:
@@ -238,22 +242,186 @@ def test_invoke_against_moto(aws: dict[str, str]) -> None:
     ]
 
 
+def fake_builders(
+    directory: Path, *tools: str, docker_info: int = 0, failing: str = ""
+) -> dict[str, str]:
+    """Recording stand-ins for the builders `tools` (docker, buildah, podman) in `directory`,
+    which becomes the whole PATH (so no real builder is found): each appends `TOOL ARGS` to
+    `directory/calls`, and `login` also what it read on stdin to `directory/stdin`; `docker
+    info` exits `docker_info`; the subcommand `failing` exits 3. The environment to run with."""
+    directory.mkdir(exist_ok=True)
+    for tool in tools:
+        script = directory / tool
+        script.write_text(
+            "#!/bin/sh\n"
+            f'echo "{tool} $*" >> {directory}/calls\n'
+            f'[ "$1" = login ] && /bin/cat > {directory}/stdin\n'
+            f'[ "$1" = info ] && exit {docker_info}\n'
+            f'[ "$1" = "{failing}" ] && exit 3\n'
+            "exit 0\n"
+        )
+        script.chmod(0o755)
+    return {"PATH": str(directory)}
+
+
+def recorded_calls(directory: Path) -> list[str]:
+    calls = directory / "calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+# The build context the image commands are given: this checkout (it holds the Dockerfile).
+CHECKOUT = str(Path(__file__).resolve().parent.parent)
+
+
 def test_image_logs_in_builds_and_pushes(aws: dict[str, str], tmp_path: Path) -> None:
-    """Docker cannot run here: a recording script stands in for the docker CLI only."""
-    record = tmp_path / "docker-calls"
-    docker = tmp_path / "docker"
-    docker.write_text(f'#!/bin/sh\necho "$@" >> {record}\ncat > /dev/null\n')
-    docker.chmod(0o755)
-    done = deploy("image", "--repository", "vllm-sagemaker", "--tag", "v1", "--docker", str(docker))
+    """Docker cannot run here: a recording script stands in for the docker CLI only; its engine
+    answers `docker info`, so docker is the builder."""
+    env = fake_builders(tmp_path, "docker")
+    done = deploy(
+        "image", "--repository", "vllm-sagemaker", "--tag", "v1", "--context", CHECKOUT, env=env
+    )
     assert done.returncode == 0, done.stderr
     uri = done.stdout.strip()
     assert uri.endswith("/vllm-sagemaker:v1")
-    login, build, push = record.read_text().splitlines()
-    assert login.startswith("login --username AWS --password-stdin")
-    assert build == f"build -t {uri} ."
-    assert push == f"push {uri}"
+    info, login, build, push = recorded_calls(tmp_path)
+    assert info == "docker info"
+    registry = uri.split("/")[0]
+    assert login == f"docker login --username AWS --password-stdin {registry}"
+    assert build == f"docker build --build-arg ENGINE=gpu -t {uri} {CHECKOUT}"
+    assert push == f"docker push {uri}"
     repositories = boto3.client("ecr").describe_repositories()["repositories"]
-    assert [r["repositoryName"] for r in repositories] == ["vllm-sagemaker"]
+    assert "vllm-sagemaker" in [r["repositoryName"] for r in repositories]
+
+
+def test_the_cpu_image_with_buildah(aws: dict[str, str], tmp_path: Path) -> None:
+    """`--target cpu --builder buildah`: exactly login, build and push, with ECR's password on
+    login's stdin; stdout is the URI alone. The dry run after it shows the same commands and
+    runs none."""
+    env = fake_builders(tmp_path, "buildah")
+    args = ("image", "--target", "cpu", "--builder", "buildah", "--context", CHECKOUT)
+    done = deploy(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    repository = boto3.client("ecr").describe_repositories(repositoryNames=["vllm-sagemaker"])
+    uri = repository["repositories"][0]["repositoryUri"] + ":cpu"
+    assert done.stdout == uri + "\n"
+    registry = uri.split("/")[0]
+    commands = [
+        f"buildah login --username AWS --password-stdin {registry}",
+        f"buildah bud --isolation chroot --layers --build-arg ENGINE=cpu -t {uri} {CHECKOUT}",
+        f"buildah push {uri}",
+    ]
+    assert recorded_calls(tmp_path) == commands
+    token = boto3.client("ecr").get_authorization_token()["authorizationData"][0]
+    password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)[1]
+    assert (tmp_path / "stdin").read_text() == password
+    assert "deploy: builder: buildah, as --builder asks" in done.stderr.splitlines()
+
+    (tmp_path / "calls").unlink()
+    dry = deploy(*args, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout) == []  # the repository is there: no AWS write either
+    assert recorded_calls(tmp_path) == []
+    shown = [line.removeprefix("deploy: then: ") for line in dry.stderr.splitlines()]
+    assert shown[-3:] == commands
+
+
+@pytest.mark.parametrize(
+    ("tools", "docker_info", "chosen"),
+    [
+        (("docker", "buildah", "podman"), 0, "docker, whose engine answers"),
+        (("docker", "buildah", "podman"), 1, "buildah, as no Docker engine answers `docker info`"),
+        (("docker", "podman"), 1, "podman, as no Docker engine answers `docker info`"),
+        (("podman",), 0, "podman, as no docker on PATH"),
+    ],
+)
+def test_which_builder_runs(
+    tmp_path: Path, tools: tuple[str, ...], docker_info: int, chosen: str
+) -> None:
+    """Without --builder: docker when its engine answers, else buildah, else podman."""
+    env = {**NO_AWS, **fake_builders(tmp_path, *tools, docker_info=docker_info)}
+    done = deploy("image", "--context", CHECKOUT, "--dry-run", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == f"deploy: builder: {chosen}"
+    tool = chosen.split(",")[0]
+    assert lines[-2].startswith(f"deploy: then: {tool} b")
+    assert "ENGINE=gpu -t '<registry>/vllm-sagemaker:gpu'" in lines[-2]
+    assert [call for call in recorded_calls(tmp_path) if call != "docker info"] == []
+
+
+def test_a_failing_builder_is_one_line(aws: dict[str, str], tmp_path: Path) -> None:
+    env = fake_builders(tmp_path, "podman", failing="build")
+    done = deploy(
+        "image", "--target", "cpu", "--repository", "failing-build", "--context", CHECKOUT, env=env
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    build = recorded_calls(tmp_path)[-1]
+    assert build.startswith("podman build --isolation chroot --layers --build-arg ENGINE=cpu -t ")
+    assert done.stderr.splitlines()[-1] == f"deploy: {build} failed with exit status 3"
+
+
+def put_image(repository: str, tag: str) -> str:
+    """An image tagged `tag` in ECR's `repository` (created when missing), as a push leaves it;
+    its URI."""
+    ecr = boto3.client("ecr")
+    try:
+        found = ecr.describe_repositories(repositoryNames=[repository])["repositories"][0]
+    except ecr.exceptions.RepositoryNotFoundException:
+        found = ecr.create_repository(repositoryName=repository)["repository"]
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json"}
+    with contextlib.suppress(ecr.exceptions.ImageAlreadyExistsException):
+        ecr.put_image(repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag)
+    return f"{found['repositoryUri']}:{tag}"
+
+
+def test_an_endpoint_on_a_cpu_instance_takes_the_cpu_image(aws: dict[str, str]) -> None:
+    """No --image: the endpoint takes vllm-sagemaker:cpu, which `deploy image --target cpu`
+    pushed, and no GPU setting; with no image of that tag, one line says which to build."""
+    uri = put_image("vllm-sagemaker", "cpu")
+    # moto knows the instance types of 2020 only: no ml.c7i.
+    options = cli.options(name="cpu-llm", model_id="org/m", instance_type="ml.c5.4xlarge")
+    done = deploy("endpoint", *options, "--no-wait", env={"SAGEMAKER_ROLE_ARN": ROLE})
+    assert done.returncode == 0, done.stderr
+    assert f"deploy: image: {uri} (no --image given)" in done.stderr.splitlines()
+    sagemaker = boto3.client("sagemaker")
+    container = sagemaker.describe_model(ModelName="cpu-llm")["PrimaryContainer"]
+    assert container["Image"] == uri
+    assert container["Environment"] == {"HF_MODEL_ID": "org/m"}
+    config = sagemaker.describe_endpoint_config(EndpointConfigName="cpu-llm")
+    (variant,) = config["ProductionVariants"]
+    assert variant["InstanceType"] == "ml.c5.4xlarge" and "InferenceAmiVersion" not in variant
+    assert deploy("delete", "--name", "cpu-llm").returncode == 0
+
+    on_gpu = cli.options(name="gpu-llm", model_id="org/m", instance_type="ml.g5.2xlarge")
+    missing = deploy("endpoint", *on_gpu, "--dry-run", env={"SAGEMAKER_ROLE_ARN": ROLE})
+    assert (missing.returncode, missing.stdout) == (1, "")
+    (told,) = missing.stderr.splitlines()
+    assert told.startswith("deploy: no --image given, and ECR's vllm-sagemaker in us-east-1 holds")
+    assert told.endswith("run `vllm-sagemaker deploy image --target gpu` first, or give --image")
+
+
+def test_a_cpu_instance_plan() -> None:
+    """With --image given, a CPU instance type gets the image, no tensor parallelism and no
+    inference AMI; the dry run says so."""
+    cpu_image = IMAGE.replace(":latest", ":cpu")
+    done = deploy(
+        "endpoint",
+        *cli.options(name="llm", image=cpu_image, model_id="org/m", instance_type="ml.m7i.8xlarge"),
+        "--dry-run",
+        env=NO_AWS,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        "deploy: CPU instance ml.m7i.8xlarge: the cpu image; the kit sets no tensor parallelism "
+        "and no GPU inference AMI"
+    )
+    model, config, _ = json.loads(done.stdout)
+    assert model["params"]["PrimaryContainer"] == {
+        "Image": cpu_image,
+        "Environment": {"HF_MODEL_ID": "org/m"},
+    }
+    assert "InferenceAmiVersion" not in config["params"]["ProductionVariants"][0]
 
 
 def test_async_endpoint_and_invocation_against_moto(aws: dict[str, str]) -> None:

@@ -17,7 +17,15 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from tests.test_deploy import IMAGE, ROLE, model_options
+from tests.test_deploy import (
+    CHECKOUT,
+    IMAGE,
+    ROLE,
+    fake_builders,
+    model_options,
+    put_image,
+    recorded_calls,
+)
 from tests.test_fleet import fleet_args
 from vllm_sagemaker.container import cli
 from vllm_sagemaker.deploy.io import storage
@@ -286,19 +294,54 @@ def test_batch_dry_runs_write_nothing(
     ]
 
 
+@pytest.mark.parametrize("builder", ["docker", "buildah"])
 def test_image_dry_run_writes_nothing(
-    aws: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    aws: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    builder: str,
 ) -> None:
-    """Docker cannot run here: a script that accepts every docker command stands in for it."""
-    docker = tmp_path / "docker"
-    docker.write_text("#!/bin/sh\ncat > /dev/null\n")
-    docker.chmod(0o755)
-    arguments = ("deploy", "image", "--repository", "rec-image", "--docker", str(docker))
-    assert dry_then_real(capsys, *arguments) == [("ecr", "CreateRepository", "rec-image")]
+    """No builder can run here: a script that accepts every command stands in for it, alone on
+    PATH. The dry run runs no builder command either."""
+    for name, value in fake_builders(tmp_path, builder).items():
+        monkeypatch.setenv(name, value)
+    repository = f"rec-image-{builder}"
+    arguments = ("deploy", "image", "--repository", repository, "--context", CHECKOUT)
+    arguments += ("--target", "cpu")
+    assert dry_then_real(capsys, *arguments) == [("ecr", "CreateRepository", repository)]
+    ran = recorded_calls(tmp_path)
+    assert [call.split()[1] for call in ran if call != "docker info"] == [
+        "login",
+        "bud" if builder == "buildah" else "build",
+        "push",
+    ]
+    (tmp_path / "calls").unlink()
     before = state()
     with recorded() as calls:
         assert run(capsys, *arguments, "--dry-run")[0] == 0
     assert writes(calls) == [] and state() == before
+    assert [call for call in recorded_calls(tmp_path) if call != "docker info"] == []
+
+
+def test_an_endpoint_without_image_only_reads_ecr(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image `deploy image` pushed is found with reads (DescribeRepositories,
+    DescribeImages); the dry run writes nothing, the real run what it printed."""
+    uri = put_image("vllm-sagemaker", "cpu")
+    options = ("--name", "rec-cpu", "--model-id", "org/m", "--instance-type", "ml.c5.2xlarge")
+    with recorded() as calls:
+        assert run(capsys, "deploy", "endpoint", *options, "--dry-run")[0] == 0
+    assert [call for call in calls if call[0] == "ecr"] == [
+        ("ecr", "DescribeRepositories", ""),
+        ("ecr", "DescribeImages", "vllm-sagemaker"),
+    ]
+    created = dry_then_real(capsys, "deploy", "endpoint", "--no-wait", *options)
+    assert [op for _, op, _ in created] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+    model = boto3.client("sagemaker").describe_model(ModelName="rec-cpu")
+    assert model["PrimaryContainer"]["Image"] == uri
+    assert dry_then_real(capsys, "deploy", "delete", "--name", "rec-cpu")
 
 
 def version_of(name: str, when: str, image: str = IMAGE) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import boto3
@@ -17,9 +18,10 @@ import botocore.session
 import pytest
 
 from tests import cli, processes
-from tests.test_deploy import IMAGE, ROLE, deploy, model_options
+from tests.test_deploy import CHECKOUT, IMAGE, ROLE, deploy, fake_builders, model_options
 from vllm_sagemaker.container import serve
-from vllm_sagemaker.deploy.aws import commands, instances, region, validate
+from vllm_sagemaker.deploy import errors
+from vllm_sagemaker.deploy.aws import builders, commands, instances, region, validate
 from vllm_sagemaker.handler.core.environment import environment_problems
 
 # No AWS settings at all, and nothing to read them from: a check that calls AWS would say so.
@@ -114,6 +116,224 @@ def test_the_known_families_are_botocores() -> None:
     model of its API), and transform jobs offer every GPU family the kit allows them."""
     assert families("ProductionVariantInstanceType") >= instances.KNOWN_FAMILIES
     assert set(instances.TRANSFORM_FAMILIES) <= families("TransformInstanceType")
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "target", "warning"),
+    [
+        ("ml.g5.12xlarge", "gpu", None),
+        ("ml.p4d.24xlarge", "gpu", None),
+        ("ml.g4dn.xlarge", "gpu", None),
+        ("ml.c7i.8xlarge", "cpu", None),
+        ("ml.m7i.4xlarge", "cpu", None),
+        ("ml.r7i.2xlarge", "cpu", None),
+        ("ml.c6i.2xlarge", "cpu", None),
+        ("ml.m5.xlarge", "cpu", None),
+        ("ml.t2.medium", "cpu", None),
+        ("ml.c7g.4xlarge", "cpu", "Graviton (arm64); the CPU image runs there only if"),
+        ("ml.r7gd.xlarge", "cpu", "Graviton (arm64)"),
+        ("ml.inf2.xlarge", None, "neither image drives its accelerators"),
+        ("ml.trn1.2xlarge", None, "neither image drives its accelerators"),
+        ("ml.dl1.24xlarge", None, "neither image drives its accelerators"),
+        ("ml.g9.mega", None, None),
+        ("ml.p6-b200.48xlarge", None, None),
+        ("g5.12xlarge", None, None),
+    ],
+)
+def test_which_image_an_instance_type_takes(
+    instance_type: str, target: str | None, warning: str | None
+) -> None:
+    assert instances.image_target(instance_type) == target
+    told = validate.instance_image_warning(instance_type)
+    assert (told is None) is (warning is None), told
+    if warning:
+        assert told is not None and told.startswith(f"--instance-type {instance_type}: " + warning)
+
+
+def test_the_families_are_sorted_once() -> None:
+    """Every family without an NVIDIA GPU is a CPU, Graviton or accelerator family, once."""
+    groups = (instances.CPU_FAMILIES, instances.GRAVITON_FAMILIES, instances.ACCELERATOR_FAMILIES)
+    every = [family for group in groups for family in group]
+    assert len(every) == len(set(every)) and not set(every) & instances.GPU_FAMILIES
+
+
+@pytest.mark.parametrize(
+    ("tag", "target"),
+    [
+        ("cpu", "cpu"),
+        ("gpu", "gpu"),
+        ("cpu-v2", "cpu"),
+        ("v2.gpu", "gpu"),
+        ("2026_01_GPU", "gpu"),
+        ("v1", None),
+        ("latest", None),
+        ("cpus", None),
+        ("gpu-and-cpu", None),
+    ],
+)
+def test_which_image_a_tag_names(tag: str, target: str | None) -> None:
+    assert validate.named_target(tag) == target
+
+
+@pytest.mark.parametrize(
+    ("image", "tag"),
+    [
+        (IMAGE, "latest"),
+        ("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/vllm-sagemaker:cpu", "cpu"),
+        ("123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker", None),
+        ("123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm@sha256:" + "a" * 64, None),
+    ],
+)
+def test_image_tags(image: str, tag: str | None) -> None:
+    assert validate.image_tag(image) == tag
+
+
+ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker"
+
+
+@pytest.mark.parametrize(
+    ("image", "instance_type", "problem"),
+    [
+        (f"{ECR}:cpu", "ml.c7i.8xlarge", None),
+        (f"{ECR}:gpu", "ml.g5.2xlarge", None),
+        (f"{ECR}:v1", "ml.c7i.8xlarge", None),
+        (f"{ECR}:latest", "ml.g5.2xlarge", None),
+        (f"{ECR}@sha256:" + "a" * 64, "ml.c7i.8xlarge", None),
+        (f"{ECR}:gpu", "ml.inf2.xlarge", None),
+        (f"{ECR}:cpu", "ml.g9.mega", None),
+        (
+            f"{ECR}:gpu",
+            "ml.c7i.8xlarge",
+            "its tag names the gpu image, and ml.c7i.8xlarge has no GPU: give the cpu image "
+            "(`vllm-sagemaker deploy image --target cpu` builds it",
+        ),
+        (f"{ECR}:gpu-v2", "ml.m7i.xlarge", "--target cpu"),
+        (f"{ECR}:cpu", "ml.g5.12xlarge", "has NVIDIA GPUs: give the gpu image"),
+        (f"{ECR}:v1.cpu", "ml.p5.48xlarge", "--target gpu"),
+    ],
+)
+def test_the_image_must_fit_the_instance(
+    image: str, instance_type: str, problem: str | None
+) -> None:
+    found = validate.image_instance_problem(image, instance_type)
+    if problem is None:
+        assert found is None
+        return
+    assert found is not None and found.startswith(f"--image {image}: ") and problem in found
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "problem"),
+    [
+        (validate.repository_problem, "vllm-sagemaker", None),
+        (validate.repository_problem, "team/vllm_sagemaker.v2", None),
+        (validate.repository_problem, "Vllm", "--repository 'Vllm': ECR repository names are"),
+        (validate.repository_problem, "vllm sagemaker", "--repository"),
+        (validate.repository_problem, "x", "2-256"),
+        (validate.repository_problem, "team//vllm", "--repository"),
+        (validate.repository_problem, "vllm-", "--repository"),
+        (validate.repository_problem, "a" * 257, "2-256"),
+        (validate.tag_problem, "cpu", None),
+        (validate.tag_problem, "v1.2_rc-3", None),
+        (validate.tag_problem, "x" * 128, None),
+        (validate.tag_problem, "x" * 129, "--tag 'xxxx"),
+        (validate.tag_problem, ".v1", "not starting with a dot or hyphen"),
+        (validate.tag_problem, "v1:2", "--tag 'v1:2': image tags are 1-128"),
+        (validate.tag_problem, "", "--tag '': image tags"),
+    ],
+)
+def test_repository_and_tag_names(
+    check: Callable[[str], str | None], value: str, problem: str | None
+) -> None:
+    found = check(value)
+    if problem is None:
+        assert found is None
+        return
+    assert found is not None and problem in found, found
+
+
+@pytest.mark.parametrize(
+    ("target", "tag", "problem"),
+    [
+        ("cpu", "cpu", None),
+        ("cpu", "v1", None),
+        ("gpu", "gpu-2026", None),
+        ("cpu", "gpu", "--tag 'gpu' names the gpu image, but --target is cpu: give --target gpu"),
+        ("gpu", "v1-cpu", "--tag 'v1-cpu' names the cpu image, but --target is gpu"),
+    ],
+)
+def test_a_tag_names_the_image_it_tags(target: str, tag: str, problem: str | None) -> None:
+    found = validate.target_tag_problem(target, tag)
+    if problem is None:
+        assert found is None
+        return
+    assert found is not None and found.startswith(problem), found
+
+
+def never() -> bool:
+    raise AssertionError("docker info was asked when it did not matter")
+
+
+@pytest.mark.parametrize(
+    ("asked", "on_path", "answers", "tool", "why"),
+    [
+        (None, {"docker", "buildah", "podman"}, True, "docker", "docker, whose engine answers"),
+        (None, {"docker", "buildah", "podman"}, False, "buildah", "buildah, as no Docker engine"),
+        (None, {"docker", "podman"}, False, "podman", "podman, as no Docker engine answers"),
+        (None, {"buildah", "podman"}, never, "buildah", "buildah, as no docker on PATH"),
+        (None, {"podman"}, never, "podman", "podman, as no docker on PATH"),
+        (None, set(), never, None, "deploy image needs a container builder: no docker on PATH"),
+        (None, {"docker"}, False, None, "deploy image needs a container builder: no Docker engine"),
+        ("buildah", {"docker", "buildah"}, never, "buildah", "buildah, as --builder asks"),
+        ("podman", {"podman"}, never, "podman", "podman, as --builder asks"),
+        ("docker", {"docker"}, True, "docker", "docker, as --builder asks"),
+        ("docker", {"docker", "buildah"}, False, None, "--builder docker: no Docker engine"),
+        ("docker", {"buildah"}, never, None, "--builder docker: no docker on PATH"),
+        ("podman", {"docker", "buildah"}, never, None, "--builder podman: no podman on PATH"),
+    ],
+)
+def test_which_builder(
+    asked: str | None,
+    on_path: set[str],
+    answers: bool | Callable[[], bool],
+    tool: str | None,
+    why: str,
+) -> None:
+    """docker when its engine answers, else buildah, else podman; `docker info` is asked only
+    when docker is on PATH and could be the one."""
+    docker_answers = answers if callable(answers) else lambda: answers
+    found = {name: name in on_path for name in builders.BUILDERS}
+    choice = builders.choose(asked, found, docker_answers)
+    assert choice.tool == tool
+    assert choice.why.startswith(why), choice.why
+
+
+@pytest.mark.parametrize(
+    ("tool", "proxy", "login"),
+    [
+        (
+            "buildah",
+            "https://123456789012.dkr.ecr.us-east-1.amazonaws.com",
+            "buildah login --username AWS --password-stdin 123456789012.dkr.ecr.us-east-1."
+            "amazonaws.com",
+        ),
+        (
+            "docker",
+            "https://123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/",
+            "docker login --username AWS --password-stdin 123456789012.dkr.ecr.cn-north-1."
+            "amazonaws.com.cn",
+        ),
+    ],
+)
+def test_login_and_push_commands(tool: str, proxy: str, login: str) -> None:
+    registry = builders.registry_host(proxy)
+    assert " ".join(builders.login(tool, registry)) == login
+    assert builders.push(tool, f"{registry}/r:cpu") == [tool, "push", f"{registry}/r:cpu"]
+
+
+def test_a_failed_command_is_one_line() -> None:
+    failed = subprocess.CalledProcessError(3, ["buildah", "bud", "-t", "a b:cpu", "."])
+    assert errors.explain(failed) == "buildah bud -t 'a b:cpu' . failed with exit status 3"
 
 
 @pytest.mark.parametrize(
@@ -362,6 +582,40 @@ BATCH = [
         ([*BATCH, "--name", "b", "--image", "x", "--local", "http://h:8080"], {}, None),
         ([*BATCH, "--name", "b", "--work-prefix", "w/", "--local", "http://h:8080"], {}, None),
         ([*BATCH, "--name", "x" * 56], {}, "NAME-<shard>-<attempt>"),
+        ([*ENDPOINT, "--name", "llm", "--image", f"{ECR}:cpu"], {}, "--image"),
+        ([*ENDPOINT, "--name", "llm", "--instance-type", "ml.c7i.xlarge"], {}, None),
+        (
+            [
+                *ENDPOINT,
+                "--name",
+                "llm",
+                "--instance-type",
+                "ml.c7i.xlarge",
+                "--image",
+                f"{ECR}:gpu",
+            ],
+            {},
+            "--target cpu",
+        ),
+        (
+            ["endpoint", "--name", "llm", "--model-id", "m", "--instance-type", "ml.m7i.xlarge"],
+            {},
+            None,
+        ),
+        (
+            ["endpoint", "--name", "llm", "--model-id", "m", "--instance-type", "ml.inf2.xlarge"],
+            {},
+            "--image: not given, and the kit cannot tell whether ml.inf2.xlarge takes",
+        ),
+        ([*TRANSFORM, "--name", "job", "--image", f"{ECR}:cpu"], {}, "--target gpu"),
+        ([*BATCH, "--name", "b", "--image", f"{ECR}:cpu"], {}, "--target gpu"),
+        ([*BATCH, "--name", "b", "--image", f"{ECR}:cpu", "--local", "http://h:8080"], {}, None),
+        (["image", "--context", CHECKOUT], {}, None),
+        (["image", "--context", CHECKOUT, "--target", "cpu", "--tag", "v1"], {}, None),
+        (["image", "--context", CHECKOUT, "--repository", "A"], {}, "--repository 'A'"),
+        (["image", "--context", CHECKOUT, "--tag=-v1"], {}, "--tag '-v1'"),
+        (["image", "--context", CHECKOUT, "--tag", "cpu"], {}, "--target is gpu"),
+        (["image", "--context", "/nonexistent"], {}, "--context '/nonexistent': no Dockerfile"),
     ],
 )
 def test_what_each_command_checks(
@@ -392,6 +646,55 @@ def test_a_refused_option_is_one_line_and_exit_2_before_aws(args: list[str], lin
         done = deploy(*ENDPOINT, "--name", "llm", *args, *dry_run, env=without_aws())
         assert done.returncode == 2, done.stderr
         assert done.stdout == ""
+        (told,) = done.stderr.splitlines()
+        assert told.startswith(line), told
+
+
+@pytest.mark.parametrize(
+    ("args", "tools", "line"),
+    [
+        (["--repository", "Bad"], ("buildah",), "deploy: --repository 'Bad': ECR repository"),
+        (["--target", "cpu", "--tag", "gpu"], ("buildah",), "deploy: --tag 'gpu' names the gpu"),
+        (["--target", "tpu"], ("buildah",), "vllm-sagemaker deploy image: error: argument"),
+        ([], (), "deploy: deploy image needs a container builder: no docker on PATH, and neither"),
+        (["--builder", "podman"], ("buildah",), "deploy: --builder podman: no podman on PATH"),
+        (["--builder", "docker"], ("docker",), "deploy: --builder docker: no Docker engine"),
+    ],
+)
+def test_image_refusals_are_one_line_and_exit_2_before_aws(
+    tmp_path: Path, args: list[str], tools: tuple[str, ...], line: str
+) -> None:
+    """No AWS settings at all, so a call would be seen; fake builders alone on PATH (docker's
+    engine does not answer), none of which runs more than `docker info`."""
+    env = {**without_aws(), **fake_builders(tmp_path, *tools, docker_info=1)}
+    for dry_run in (["--dry-run"], []):
+        done = deploy("image", "--context", CHECKOUT, *args, *dry_run, env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        assert done.stderr.splitlines()[-1].startswith(line), done.stderr
+        if line.startswith("deploy:"):
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+    calls = tmp_path / "calls"
+    assert not calls.exists() or set(calls.read_text().splitlines()) == {"docker info"}
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--instance-type", "ml.c7i.8xlarge", "--image", f"{ECR}:gpu"],
+            f"deploy: --image {ECR}:gpu: its tag names the gpu image, and ml.c7i.8xlarge has no",
+        ),
+        (
+            ["--instance-type", "ml.g5.2xlarge", "--image", f"{ECR}:cpu"],
+            f"deploy: --image {ECR}:cpu: its tag names the cpu image",
+        ),
+    ],
+)
+def test_the_wrong_image_is_refused_before_aws(args: list[str], line: str) -> None:
+    for dry_run in (["--dry-run"], []):
+        done = deploy(*ENDPOINT, "--name", "llm", *args, *dry_run, env=without_aws())
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
         (told,) = done.stderr.splitlines()
         assert told.startswith(line), told
 
@@ -451,15 +754,13 @@ def test_aws_region_alone_works_for_every_command(aws: dict[str, str], tmp_path:
     s3.put_object(Bucket="region-data", Key="in/a.jsonl", Body=b'{"prompt": "a"}\n')
     line = {"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"prompt": "a"}}
     s3.put_object(Bucket="region-data", Key="batch.jsonl", Body=json.dumps(line).encode())
-    docker = tmp_path / "docker"
-    docker.write_text("#!/bin/sh\ncat > /dev/null\n")
-    docker.chmod(0o755)
+    builders_env = fake_builders(tmp_path, "docker")
     batch = [
         *cli.options(input_file="s3://region-data/batch.jsonl", output_file="s3://region-data/o"),
         *cli.options(work_prefix="s3://region-data/work/"),
     ]
     for args in (
-        ["image", "--repository", "region-repo", "--docker", str(docker)],
+        ["image", "--repository", "region-repo", "--context", CHECKOUT],
         ["endpoint", *model_options("region-llm", "ml.p3.2xlarge"), "--no-wait"],
         [
             "transform",
@@ -472,7 +773,7 @@ def test_aws_region_alone_works_for_every_command(aws: dict[str, str], tmp_path:
         ["delete", "--name", "region-llm", "--dry-run"],
         ["delete", "--name", "region-llm"],
     ):
-        done = run(env, *args)
+        done = run({**env, **builders_env} if args[0] == "image" else env, *args)
         assert done.returncode == 0, (args, done.stderr)
         assert "cannot read" not in done.stderr, (args, done.stderr)
 

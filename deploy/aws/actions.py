@@ -17,21 +17,23 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import botocore.exceptions
 import httpx
 
+from vllm_sagemaker.deploy.aws import builders, split, token
 from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.aws import run as aws_run
-from vllm_sagemaker.deploy.aws import split, token
-from vllm_sagemaker.deploy.aws.instances import gpu_count
+from vllm_sagemaker.deploy.aws.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
 from vllm_sagemaker.deploy.aws.reads import Reads
 from vllm_sagemaker.deploy.aws.validate import ROLE_VARIABLE, Refused, env_from_pairs, json_problem
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
+from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.io import storage
 from vllm_sagemaker.deploy.io.invoke import api_key
 from vllm_sagemaker.handler.core import s3_uri
@@ -39,6 +41,8 @@ from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 # What a dry run shows for a role it was not given.
 ROLE_PLACEHOLDER = f"<{ROLE_VARIABLE}>"
+# Where a builder's output goes: the process's stderr (its stdout holds only the image URI).
+STDERR_FD = 2
 
 
 def _role(args: argparse.Namespace) -> str:
@@ -58,8 +62,56 @@ def _say(text: str) -> None:
     print(f"deploy: {text}", file=sys.stderr, flush=True)
 
 
+def _instance_note(instance_type: str) -> None:
+    if image_target(instance_type) == "cpu":
+        _say(
+            f"CPU instance {instance_type}: the cpu image; the kit sets no tensor parallelism "
+            "and no GPU inference AMI"
+        )
+
+
+def default_image(reads: Reads, instance_type: str) -> str:
+    """The image for an endpoint given no --image: the one `deploy image --target T` pushes for
+    the instance type's image T, `<repository URI>:T` of the repository `vllm-sagemaker` in the
+    region, which must hold that tag. A dry run that cannot read ECR assumes it does."""
+    target = image_target(instance_type)
+    if target is None:  # refused before (validate.no_image_problem)
+        raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
+    repository = build.REPOSITORY
+    first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
+    assumed = len(reads.assumed)
+    found = reads.describe(
+        Call("ecr", "DescribeRepositories", {"repositoryNames": [repository]}),
+        f"the plan assumes ECR holds {repository}:{target} (what `deploy image --target "
+        f"{target}` pushes)",
+    )
+    if len(reads.assumed) > assumed:
+        return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{target}"
+    where = boto3.session.Session().region_name
+    if found is None:
+        raise SystemExit(
+            f"deploy: no --image given, and ECR holds no repository {repository} in {where}: "
+            + first
+        )
+    images = Call(
+        "ecr",
+        "DescribeImages",
+        {"repositoryName": repository, "imageIds": [{"imageTag": target}]},
+    )
+    if reads.describe(images) is None:
+        raise SystemExit(
+            f"deploy: no --image given, and ECR's {repository} in {where} holds no image tagged "
+            f"{target}: " + first
+        )
+    uri = f"{found['repositories'][0]['repositoryUri']}:{target}"
+    _say(f"image: {uri} (no --image given)")
+    return uri
+
+
 def endpoint(args: argparse.Namespace) -> int:
     reads = Reads(args.dry_run)
+    image = args.image or default_image(reads, args.instance_type)
+    _instance_note(args.instance_type)
     describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
     existing = reads.describe(
         describe,
@@ -71,7 +123,7 @@ def endpoint(args: argparse.Namespace) -> int:
         _say(f"{args.name} exists; the run updates it to version {version}")
     calls = aws_plan.endpoint_calls(
         args.name,
-        args.image,
+        image,
         _source(args),
         args.instance_type,
         args.instance_count,
@@ -202,6 +254,7 @@ def transform(args: argparse.Namespace) -> int:
         args.join_source == "Input",
     )
     calls = [*parts, *model_calls(reads, model), job]
+    _instance_note(args.instance_type)
     _transform_note(args.instance_type)
     aws_run.execute(calls, args.dry_run, reads.assumed)
     if not args.dry_run and not args.no_wait:
@@ -263,6 +316,7 @@ def _fleet_on_sagemaker(
             "(--model-id, --model-data or --model-prefix); or give --local URL..."
         )
     reads = Reads(args.dry_run)
+    _instance_note(args.instance_type)
     model = aws_plan.create_model(
         args.name,
         args.image,
@@ -526,33 +580,67 @@ def stream_text(chunks: Iterable[bytes]) -> Iterator[str]:
 
 
 def image(args: argparse.Namespace) -> int:
-    """Make the ECR repository if it is missing, then log in, build and push with docker."""
+    """Make the ECR repository if it is missing, then log in, build the CPU or GPU image and
+    push it with docker, buildah or podman (`deploy.aws.builders`)."""
+    choice = builders.on_this_machine(args.builder)
+    if choice.tool is None:
+        raise Refused(choice.why)
+    tool = choice.tool
+    _say(f"builder: {choice.why}")
+    tag = args.tag or args.target
     reads = Reads(args.dry_run)
     describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
     found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
     tags = [{"Key": t["Key"], "Value": t["Value"]} for t in aws_plan.TAGS]
     create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": tags})
     plan = [] if found else [create]
+
+    def commands(repository_uri: str, registry: str, user: str) -> list[list[str]]:
+        uri = f"{repository_uri}:{tag}"
+        target = build.Build(args.target, uri, Path(args.context))
+        return [
+            builders.login(tool, registry, user),
+            build.command(tool, target),
+            builders.push(tool, uri),
+        ]
+
     if args.dry_run:
         aws_run.execute(plan, True, reads.assumed)
-        uri = f"<registry>/{args.repository}:{args.tag}"
-        _say(f"then: docker login, docker build -t {uri} {args.context}, docker push {uri}")
+        repository_uri = (
+            found["repositories"][0]["repositoryUri"]
+            if found
+            else f"<registry>/{args.repository}"
+        )
+        registry = repository_uri.split("/", 1)[0]
+        for command in commands(repository_uri, registry, builders.ECR_USER):
+            _say(f"then: {build.shown(command)}")
         return 0
     answers = aws_run.execute(plan, False)
     repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
-    uri = f"{repository['repositoryUri']}:{args.tag}"
     (auth,) = aws_run.execute([Call("ecr", "GetAuthorizationToken", {})], False)
     token = auth["authorizationData"][0]
     user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
-    registry = token["proxyEndpoint"]
-    for command, stdin in (
-        ([args.docker, "login", "--username", user, "--password-stdin", registry], password),
-        ([args.docker, "build", "-t", uri, args.context], None),
-        ([args.docker, "push", uri], None),
-    ):
-        subprocess.run(command, input=stdin, text=True, check=True)
-    print(uri)
+    registry = builders.registry_host(token["proxyEndpoint"])
+    login, *rest = commands(repository["repositoryUri"], registry, user)
+    _run_builder(login, password)
+    for command in rest:
+        _run_builder(command)
+    print(f"{repository['repositoryUri']}:{tag}")
     return 0
+
+
+def _run_builder(command: list[str], stdin: str | None = None) -> None:
+    """Run a builder's command with its output on stderr (stdout holds only the image URI); a
+    failure reaches the client's error path as one line (`deploy.errors`)."""
+    _say(f"running: {build.shown(command)}")
+    subprocess.run(
+        command,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        stdout=STDERR_FD,
+        text=True,
+        check=True,
+    )
 
 
 # The `deploy` subcommands, by name.

@@ -10,9 +10,11 @@ import os
 import sys
 
 from vllm_sagemaker.deploy.aws import region, validate
+from vllm_sagemaker.deploy.aws.builders import BUILDERS
 from vllm_sagemaker.deploy.aws.plan import POLL_S
 from vllm_sagemaker.deploy.aws.validate import ROLE_VARIABLE, USAGE_ERROR, Refused
 from vllm_sagemaker.deploy.fleet.shards import DEFAULT_SHARD_LINES
+from vllm_sagemaker.deploy.image.build import ENGINES, REPOSITORY
 from vllm_sagemaker.deploy.io.invoke import add_api_key_argument
 
 EXIT_STATUS = (
@@ -71,20 +73,31 @@ def _model_options(
     )
 
 
-def _container_options(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    """The image, the instances and the model's environment and role."""
+def _container_options(
+    parser: argparse.ArgumentParser, required: bool = True, image_default: bool = False
+) -> None:
+    """The image, the instances and the model's environment and role; with `image_default`,
+    --image may be left out."""
     parser.add_argument(
         "--image",
-        required=required,
+        required=required and not image_default,
         metavar="ECR_URI",
         help="the image in ECR: <account>.dkr.ecr.<region>.amazonaws.com/<repository>[:tag] "
-        "(what `deploy image` prints)",
+        "(what `deploy image` prints); a tag naming the wrong image for the instance type "
+        "(:gpu on a CPU instance, :cpu on a GPU one) is refused"
+        + (
+            f"; default: the one the instance type takes, {REPOSITORY}:cpu or :gpu, from ECR in "
+            "the region (what `deploy image --target cpu|gpu` pushes)"
+            if image_default
+            else ""
+        ),
     )
     parser.add_argument(
         "--instance-type",
         required=required,
         metavar="TYPE",
-        help="ml.<family>.<size>, e.g. ml.g5.12xlarge; tensor parallelism spans its GPUs",
+        help="ml.<family>.<size>: a GPU type such as ml.g5.12xlarge takes the gpu image "
+        "(tensor parallelism spans its GPUs), a CPU type such as ml.c7i.8xlarge the cpu image",
     )
     parser.add_argument(
         "--env",
@@ -197,17 +210,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     build = command(
         "image",
-        "build the image and push it to ECR",
-        "Create the ECR repository when it is missing, then docker login, build and push; prints "
-        "the image URI to give --image. Needs Docker and a checkout of this repository (the "
-        "build context).",
+        "build the CPU or GPU image and push it to ECR",
+        "Create the ECR repository when it is missing, then log in to ECR, build the image "
+        "(--target: the Dockerfile's ENGINE) and push it, with docker, buildah or podman; "
+        "prints the image URI to give --image (the builder's own output goes to stderr). Needs "
+        "one of those builders and a checkout of this repository (the build context).",
     )
-    build.add_argument("--repository", default="vllm-sagemaker", help="the ECR repository")
-    build.add_argument("--tag", default="latest", help="the image's tag")
     build.add_argument(
-        "--context", default=".", help="the docker build context: the checkout's root"
+        "--target",
+        choices=ENGINES,
+        default="gpu",
+        help="gpu: vLLM's CUDA build, for GPU instances; cpu: vLLM's CPU build, for CPU "
+        "instances",
     )
-    build.add_argument("--docker", default="docker", help="the docker CLI to use")
+    build.add_argument("--repository", default=REPOSITORY, help="the ECR repository")
+    build.add_argument("--tag", help="the image's tag (default: the target, cpu or gpu)")
+    build.add_argument(
+        "--context", default=".", help="the build context: the checkout's root, with the Dockerfile"
+    )
+    build.add_argument(
+        "--builder",
+        choices=BUILDERS,
+        help="the tool that logs in, builds and pushes (default: docker when a Docker engine "
+        "answers, else buildah, else podman, the first on PATH)",
+    )
 
     hosted = command(
         "endpoint",
@@ -218,7 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _name(hosted, "endpoint", "the endpoint, its config and its model")
     _model_options(hosted, True)
-    _container_options(hosted)
+    _container_options(hosted, image_default=True)
     hosted.add_argument(
         "--instance-count", type=int, default=1, metavar="N", help="instances behind it"
     )

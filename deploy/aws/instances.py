@@ -26,17 +26,22 @@ _GPUS_BY_SIZE = {
     "p5e": {"48xlarge": 8},
     "p5en": {"48xlarge": 8},
 }  # fmt: skip
-# The families without an NVIDIA GPU that SageMaker hosts on: CPUs (Intel and AMD; Graviton, the
-# `g` after the generation), AWS Inferentia and Trainium (inf, trn: Neuron devices, which this
-# image's CUDA build of vLLM does not drive) and Habana Gaudi (dl1). botocore's model also lists
-# NVIDIA families left out of _GPUS_BY_SIZE (p2's K80s, which vLLM does not support, and g7,
-# g7e, p6-b200, p6-b300, p6e-gb200, whose GPU counts the kit does not hold): they warn.
-OTHER_FAMILIES = (
-    "c4", "c5", "c5d", "c6g", "c6gd", "c6gn", "c6i", "c6in", "c7g", "c7i", "c8g",
-    "m4", "m5", "m5d", "m6g", "m6gd", "m6i", "m7i", "m8g",
-    "r5", "r5d", "r6g", "r6gd", "r6i", "r7gd", "r7i", "r8g", "t2",
-    "inf1", "inf2", "trn1", "trn1n", "trn2", "dl1",
+# The families without an NVIDIA GPU that SageMaker hosts on: x86_64 CPUs (Intel and AMD; the
+# 7i families are Intel Sapphire Rapids, with AMX), Graviton (arm64, the `g` after the
+# generation), and accelerators the image drives neither with vLLM's CUDA build nor its CPU build:
+# AWS Inferentia and Trainium (inf, trn: Neuron devices) and Habana Gaudi (dl1). botocore's model
+# also lists NVIDIA families left out of _GPUS_BY_SIZE (p2's K80s, which vLLM does not support,
+# and g7, g7e, p6-b200, p6-b300, p6e-gb200, whose GPU counts the kit does not hold): they warn.
+CPU_FAMILIES = (
+    "c4", "c5", "c5d", "c6i", "c6in", "c7i",
+    "m4", "m5", "m5d", "m6i", "m7i",
+    "r5", "r5d", "r6i", "r7i", "t2",
 )  # fmt: skip
+GRAVITON_FAMILIES = (
+    "c6g", "c6gd", "c6gn", "c7g", "c8g", "m6g", "m6gd", "m8g", "r6g", "r6gd", "r7gd", "r8g",
+)  # fmt: skip
+ACCELERATOR_FAMILIES = ("inf1", "inf2", "trn1", "trn1n", "trn2", "dl1")
+OTHER_FAMILIES = CPU_FAMILIES + GRAVITON_FAMILIES + ACCELERATOR_FAMILIES
 GPU_FAMILIES = frozenset(_GPUS_BY_SIZE)
 KNOWN_FAMILIES = GPU_FAMILIES | frozenset(OTHER_FAMILIES)
 
@@ -60,3 +65,15 @@ def gpu_count(instance_type: str) -> int:
         return 0
     family, size = parts
     return _GPUS_BY_SIZE.get(family, {}).get(size, 0)
+
+
+def image_target(instance_type: str) -> str | None:
+    """Which of the two images (`deploy image --target`) an instance type takes: "gpu" for the
+    NVIDIA families the kit knows, "cpu" for CPU families (x86_64 and Graviton); None for
+    accelerators neither image drives and for families the kit does not know."""
+    family = (family_and_size(instance_type) or ("", ""))[0]
+    if family in GPU_FAMILIES:
+        return "gpu"
+    if family in CPU_FAMILIES or family in GRAVITON_FAMILIES:
+        return "cpu"
+    return None

@@ -7,6 +7,7 @@ call. An instance family the kit does not know is only a warning: SageMaker adds
 """
 
 import json
+import os
 import re
 from argparse import Namespace
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from vllm_sagemaker.deploy.aws import instances, token
 from vllm_sagemaker.deploy.aws.plan import MAX_NAME, NAME_PATTERN, version, versioned
 from vllm_sagemaker.deploy.fleet.shards import job_suffix
+from vllm_sagemaker.deploy.image.build import ENGINES
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.environment import environment_problems
 
@@ -28,10 +30,13 @@ NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a lette
 MAX_PAYLOAD_MB = 100
 # Private ECR, the only registry SageMaker pulls from (besides a VPC registry the kit does not
 # use): <account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn]/<repository>[:tag|@sha256:digest].
+# ECR's repository names (2-256 characters) and the tags a builder's `-t` takes.
+_REPOSITORY = r"([a-z0-9]+([._-][a-z0-9]+)*/)*[a-z0-9]+([._-][a-z0-9]+)*"
+_REPOSITORY_LENGTH = (2, 256)
+_TAG = r"[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}"
 _ECR_IMAGE = re.compile(
     r"\d{12}\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com(\.cn)?"
-    r"/([a-z0-9]+([._-][a-z0-9]+)*/)*[a-z0-9]+([._-][a-z0-9]+)*"
-    r"(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})?"
+    rf"/{_REPOSITORY}(:{_TAG}|@sha256:[0-9a-f]{{64}})?"
 )
 # CreateModel's ExecutionRoleArn (its pattern and length).
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
@@ -197,6 +202,103 @@ def image_problem(value: str) -> str | None:
     )
 
 
+def repository_problem(value: str) -> str | None:
+    least, most = _REPOSITORY_LENGTH
+    if re.fullmatch(_REPOSITORY, value) and least <= len(value) <= most:
+        return None
+    return (
+        f"--repository {value!r}: ECR repository names are {least}-{most} lowercase letters, "
+        "digits and . _ - /, each part between slashes starting and ending with a letter or digit"
+    )
+
+
+def tag_problem(value: str) -> str | None:
+    if re.fullmatch(_TAG, value):
+        return None
+    return (
+        f"--tag {value!r}: image tags are 1-128 letters, digits, underscores, dots and hyphens, "
+        "not starting with a dot or hyphen"
+    )
+
+
+def named_target(tag: str) -> str | None:
+    """The image (`deploy image --target`) a tag names as one of its words: `cpu`, `cpu-v2` and
+    `v2.gpu` name one; `v1`, `latest` and a tag naming both name none."""
+    named = {word for word in re.split(r"[-_.]", tag.lower()) if word in ENGINES}
+    return named.pop() if len(named) == 1 else None
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of an image URI; None when it has none or gives a digest."""
+    if "@" in image:
+        return None
+    return image.rsplit("/", 1)[-1].partition(":")[2] or None
+
+
+def target_tag_problem(target: str, tag: str) -> str | None:
+    """`deploy image --tag` naming the other image than the one `--target` builds."""
+    named = named_target(tag)
+    if named is None or named == target:
+        return None
+    return (
+        f"--tag {tag!r} names the {named} image, but --target is {target}: give --target "
+        f"{named}, or a tag that does not name the {named} image"
+    )
+
+
+def context_problem(context: str, has_dockerfile: bool) -> str | None:
+    if has_dockerfile:
+        return None
+    return (
+        f"--context {context!r}: no Dockerfile there; run the command in the checkout of this "
+        "repository, or give --context with the checkout's path"
+    )
+
+
+def image_instance_problem(image: str, instance_type: str) -> str | None:
+    """An `--image` whose tag names the other image than the one the instance type takes (the
+    CPU image on a GPU instance, the GPU image on a CPU one)."""
+    wanted = instances.image_target(instance_type)
+    tag = image_tag(image)
+    named = named_target(tag) if tag else None
+    if wanted is None or named is None or named == wanted:
+        return None
+    has = "has no GPU" if wanted == "cpu" else "has NVIDIA GPUs"
+    return (
+        f"--image {image}: its tag names the {named} image, and {instance_type} {has}: give the "
+        f"{wanted} image (`vllm-sagemaker deploy image --target {wanted}` builds it and prints "
+        "its URI)"
+    )
+
+
+def no_image_problem(instance_type: str) -> str | None:
+    """`deploy endpoint` without `--image`: the kit takes the image `deploy image` pushed for
+    the instance type, when it can tell which that is."""
+    if instances.image_target(instance_type):
+        return None
+    return (
+        f"--image: not given, and the kit cannot tell whether {instance_type} takes the cpu or "
+        "the gpu image; give --image"
+    )
+
+
+def instance_image_warning(value: str) -> str | None:
+    """What neither image is made for: Graviton's arm64 CPUs, and accelerators."""
+    family = (instances.family_and_size(value) or ("", ""))[0]
+    if family in instances.GRAVITON_FAMILIES:
+        return (
+            f"--instance-type {value}: Graviton (arm64); the CPU image runs there only if it was "
+            "built for arm64 (a builder builds for the machine it runs on), which nobody has "
+            "tried yet"
+        )
+    if family in instances.ACCELERATOR_FAMILIES:
+        return (
+            f"--instance-type {value}: neither image drives its accelerators (Inferentia, "
+            "Trainium, Gaudi); the CPU image would run on its host CPUs only"
+        )
+    return None
+
+
 def role_problem(source: str, value: str) -> str | None:
     least, most = _ROLE_LENGTH
     if _ROLE_ARN.fullmatch(value) and least <= len(value) <= most:
@@ -271,6 +373,14 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         found.append(name_problem(args.name, derived_names(command, args.name)))
     if given.get("image") is not None and on_sagemaker:
         found.append(image_problem(args.image))
+    if command == "image":
+        tag = args.tag or args.target
+        found += [
+            repository_problem(args.repository),
+            tag_problem(tag),
+            target_tag_problem(args.target, tag),
+            context_problem(args.context, os.path.isfile(os.path.join(args.context, "Dockerfile"))),
+        ]
     for dest in ("model_data", "model_prefix", "async_output"):
         if given.get(dest) is not None:
             found.append(s3_problem(_option(dest), given[dest], archive=dest == "model_data"))
@@ -286,7 +396,14 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
     warnings: list[str | None] = []
     if given.get("instance_type") is not None:
         found.append(instance_type_problem(args.instance_type))
-        warnings.append(instance_type_warning(args.instance_type))
+        warnings += [
+            instance_type_warning(args.instance_type),
+            instance_image_warning(args.instance_type),
+        ]
+        if given.get("image") is not None and on_sagemaker:
+            found.append(image_instance_problem(args.image, args.instance_type))
+        elif command == "endpoint":
+            found.append(no_image_problem(args.instance_type))
     if command in ("transform", "batch") and on_sagemaker and given.get("instance_type"):
         found.append(transform_problem(args.instance_type, args.model_prefix, args.stream_weights))
     if "instance_count" in given:

@@ -11,6 +11,7 @@ _MISSING_CODES = frozenset(
         "ResourceNotFound",
         "ResourceNotFoundException",
         "RepositoryNotFoundException",
+        "ImageNotFoundException",
     }
 )
 

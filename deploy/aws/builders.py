@@ -1,0 +1,101 @@
+"""Which container builder `deploy image` runs, and the commands it runs with it.
+
+Docker when a Docker engine answers (`docker info` exits 0), else buildah, else podman, the first
+found on PATH; `--builder` names one. buildah and podman build without a daemon (as root, or
+rootless where user namespaces are set up). The build's command line is `deploy.image.build`'s;
+logging in to ECR and pushing are the same for the three tools.
+
+`choose` is the rule, over what was found; `on_this_machine` looks (PATH, `docker info`).
+"""
+
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+BUILDERS = ("docker", "buildah", "podman")
+# How long `docker info` may take to say whether an engine answers.
+DOCKER_INFO_S = 30.0
+# ECR's user name for the password GetAuthorizationToken gives.
+ECR_USER = "AWS"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The builder to run (None: none is usable) and why, as one line: the reason it was
+    chosen, or the problem."""
+
+    tool: str | None
+    why: str
+
+
+def choose(
+    asked: str | None, on_path: Mapping[str, bool], docker_answers: Callable[[], bool]
+) -> Choice:
+    """The builder for `--builder asked` (None: the first usable of docker with an engine that
+    answers, buildah, podman), given which tools are on PATH; `docker_answers` runs
+    `docker info` and is called only when docker is on PATH and may be chosen."""
+    if asked is not None:
+        if not on_path.get(asked):
+            return Choice(
+                None,
+                f"--builder {asked}: no {asked} on PATH; install it, or leave out --builder to "
+                "use whichever of docker, buildah and podman is here",
+            )
+        if asked == "docker" and not docker_answers():
+            return Choice(
+                None,
+                "--builder docker: no Docker engine answers `docker info`; start one, "
+                "or build with --builder buildah or --builder podman",
+            )
+        return Choice(asked, f"{asked}, as --builder asks")
+    if on_path.get("docker") and docker_answers():
+        return Choice("docker", "docker, whose engine answers")
+    no_engine = (
+        "no Docker engine answers `docker info`" if on_path.get("docker") else "no docker on PATH"
+    )
+    for tool in BUILDERS[1:]:
+        if on_path.get(tool):
+            return Choice(tool, f"{tool}, as {no_engine}")
+    return Choice(
+        None,
+        f"deploy image needs a container builder: {no_engine}, and neither buildah nor podman "
+        "is on PATH; start Docker, or install buildah or podman (they need no daemon)",
+    )
+
+
+def on_this_machine(asked: str | None) -> Choice:
+    """`choose` over this machine's PATH, asking `docker info` when it has to."""
+
+    def docker_answers() -> bool:
+        try:
+            done = subprocess.run(
+                ["docker", "info"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=DOCKER_INFO_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0
+
+    return choose(
+        asked, {tool: shutil.which(tool) is not None for tool in BUILDERS}, docker_answers
+    )
+
+
+def registry_host(proxy_endpoint: str) -> str:
+    """`https://123456789012.dkr.ecr.us-east-1.amazonaws.com` -> the registry's host name, as
+    the three tools' `login` take it."""
+    return proxy_endpoint.split("://", 1)[-1].rstrip("/")
+
+
+def login(tool: str, registry: str, user: str = ECR_USER) -> list[str]:
+    """Logging `tool` in to `registry`; the password goes on stdin."""
+    return [tool, "login", "--username", user, "--password-stdin", registry]
+
+
+def push(tool: str, image: str) -> list[str]:
+    return [tool, "push", image]
