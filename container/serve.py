@@ -15,7 +15,7 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.container import cpu_libraries, env_args, hardware, requirements
+from vllm_sagemaker.container import cpu_libraries, env_args, hardware, requirements, system
 from vllm_sagemaker.container.supervisor import Supervisor
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.core.env import ConfigError, model_dir
@@ -30,22 +30,29 @@ VLLM_SERVE = ("-m", "vllm_sagemaker.container.vllm_cli", "serve")
 
 
 def server_command(
-    env: Mapping[str, str], extra: Sequence[str]
+    env: Mapping[str, str], extra: Sequence[str], facts: system.System
 ) -> tuple[list[str], dict[str, str], list[str]]:
     """The command line of vLLM's OpenAI server, the variables to add to its environment, and
-    what the machine lacks for the engine (a line each)."""
+    what `serve` says of the machine (a line each). What the engine cannot do without (`facts`
+    lack it) is a ConfigError."""
     gpus = hardware.visible_gpu_count(env, hardware.dev_entries())
     preload, lacking = cpu_libraries.preload(env, gpus, cpu_libraries.on_this_machine())
     try:
         entries = os.listdir(model_dir(env))
     except OSError:
         entries = []
-    args = env_args.server_args(env, entries, gpus, extra)
+    given = env_args.server_args(env, entries, gpus, extra)
+    needs = system.needs(env, given, gpus, facts)
+    if needs.problems:
+        raise ConfigError("; ".join(needs.problems))
+    args = env_args.server_args(env, entries, gpus, [*extra, *needs.args])
     added = {
         **env_args.platform_env(env, args),
         **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
         **preload,
+        **needs.env,
     }
+    lacking = [*lacking, *needs.notes]
     if "SAGEMAKER_MODEL_DIR" in env and "SAGEMAKER_MODEL_PATH" not in env:
         # MHCS, inside the server, looks for the customer's code here.
         added["SAGEMAKER_MODEL_PATH"] = handler_specs.code_dir(env)
@@ -58,6 +65,8 @@ def _why(variable: str) -> str:
         return "off vLLM's command line"
     if variable == cpu_libraries.PRELOAD:
         return f"vLLM's CPU guide; {CPU_PRELOAD_VAR}=false leaves it out"
+    if variable in (system.IN_PROCESS_VAR, system.NO_COMPILE_VAR):
+        return "what this system lacks, said above; set it to override"
     return "set it to override"
 
 
@@ -73,7 +82,9 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         if problems:
             raise ConfigError("; ".join(problems))
         policy = RestartPolicy.from_env(os.environ)
-        command, added, lacking = server_command(os.environ, extra)
+        command, added, lacking = server_command(
+            os.environ, extra, system.on_this_machine(os.environ)
+        )
         install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     except ConfigError as error:
         print(f"serve: {error}", file=sys.stderr)

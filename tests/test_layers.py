@@ -211,8 +211,8 @@ def loaded_after(code: str) -> list[str]:
 def test_serve_loads_nothing_of_the_handler_or_the_client() -> None:
     """`serve` resolves vLLM's command without the middleware, the deploy kit or boto3."""
     loaded = loaded_after(
-        "from vllm_sagemaker.container import serve\n"
-        "serve.server_command({'SM_VLLM_MODEL': 'm'}, [])"
+        "from vllm_sagemaker.container import serve, system\n"
+        "serve.server_command({'SM_VLLM_MODEL': 'm'}, [], system.on_this_machine({}))"
     )
     ours = [m for m in loaded if m.startswith(NAMESPACE + ".")]
     assert ours

@@ -1,0 +1,137 @@
+"""`make image`: build the CPU image with buildah on a machine with no Docker engine and no image
+registry, only Debian's packages and a package index.
+
+The base is made from Debian's packages (mmdebstrap) and imported once; the machine's pip settings
+are lent to the build read-only (never copied into it); an image whose content label matches what
+would go into it is kept. Prints the image's size and the build's time.
+
+    python -m vllm_sagemaker.deploy.image [--engine cpu] [--tag vllm-sagemaker:cpu]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from vllm_sagemaker.deploy.image import build
+
+ROOT = Path(__file__).resolve().parents[2]
+# A base for the CPU image from Debian's packages: what the Dockerfile's CPU stage needs of a
+# Python image (python3 with venv, CA certificates), at Debian bookworm's Python 3.11.
+DEBIAN_BASE = "localhost/vllm-sagemaker-base:bookworm"
+DEBIAN_SUITE = "bookworm"
+DEBIAN_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+GB = 1000**3
+
+
+def _run(argv: Sequence[str]) -> None:
+    print(f"+ {build.shown(argv)}", file=sys.stderr, flush=True)
+    subprocess.run(argv, check=True)
+
+
+def _inspect(image: str) -> dict[str, object] | None:
+    done = subprocess.run(
+        ["podman", "image", "inspect", image], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return None
+    found: list[dict[str, object]] = json.loads(done.stdout)
+    return found[0] if found else None
+
+
+def _label(info: dict[str, object], name: str) -> str | None:
+    labels = info.get("Labels") or {}
+    return labels.get(name) if isinstance(labels, dict) else None
+
+
+def debian_base() -> None:
+    """Make DEBIAN_BASE from Debian's packages, unless it exists."""
+    if _inspect(DEBIAN_BASE) is not None:
+        return
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch:
+        rootfs = os.path.join(scratch, "rootfs.tar")
+        _run(
+            [
+                "mmdebstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(DEBIAN_PACKAGES),
+                DEBIAN_SUITE,
+                rootfs,
+            ]
+        )
+        _run(["podman", "import", "--change", 'CMD ["/bin/bash"]', rootfs, DEBIAN_BASE])
+    print(f"image: base {DEBIAN_BASE} made in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def pip_settings(scratch: str) -> tuple[str, list[str]]:
+    """This machine's pip settings written to one file in `scratch`, and the paths they name
+    that exist (lent to the build with the file)."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    text, paths = build.pip_settings(listing)
+    conf = os.path.join(scratch, "pip.conf")
+    Path(conf).write_text(text)
+    return conf, [path for path in paths if os.path.exists(path)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the image unless it is up to date; print its size and the time taken."""
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_sagemaker.deploy.image",
+        description="Build the CPU image with buildah from a base of Debian's packages.",
+    )
+    parser.add_argument("--engine", choices=["cpu"], default="cpu", help="the image to build")
+    parser.add_argument("--tag", help="the image's name (default: vllm-sagemaker:<engine>)")
+    parser.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a build argument of the Dockerfile (repeatable), e.g. TORCH_INDEX=<url>",
+    )
+    args = parser.parse_args(argv)
+    tag = args.tag or build.default_tag(args.engine)
+    build_args = {"CPU_BASE": DEBIAN_BASE, "TORCH_INDEX": ""}
+    build_args.update(item.split("=", 1) for item in args.build_arg)
+    key = build.content_key(ROOT, args.engine, build_args)
+    found = _inspect(tag)
+    if found is not None and _label(found, build.CONTENT_LABEL) == key:
+        print(f"image: {tag} is up to date ({key}), {_size(found)}")
+        return 0
+    started = time.monotonic()
+    debian_base()
+    with tempfile.TemporaryDirectory() as scratch:
+        conf, lent = pip_settings(scratch)
+        spec = build.Build(
+            engine=args.engine,
+            tag=tag,
+            context=ROOT,
+            build_args=build_args,
+            lent=lent,
+            pip_conf=conf,
+            labels={build.CONTENT_LABEL: key},
+        )
+        try:
+            _run(build.command("buildah", spec))
+        except subprocess.CalledProcessError as error:
+            print(f"image: the build failed with status {error.returncode}", file=sys.stderr)
+            return 1
+    built = _inspect(tag) or {}
+    print(f"image: {tag} built in {time.monotonic() - started:.0f} s, {_size(built)}")
+    return 0
+
+
+def _size(info: dict[str, object]) -> str:
+    size = info.get("Size")
+    return f"{size / GB:.2f} GB" if isinstance(size, int) else "size unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

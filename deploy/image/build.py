@@ -1,0 +1,132 @@
+"""How an image is built: the builder's command line for the CPU or GPU image, the machine's pip
+settings lent to a build read-only, and the content key that says an image is up to date.
+
+Pure rules over their inputs; `__main__` and `deploy image` run them.
+"""
+
+import hashlib
+import os
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The images one Dockerfile builds (its ENGINE build argument): they differ only in their base
+# and vLLM's install.
+ENGINES = ("cpu", "gpu")
+REPOSITORY = "vllm-sagemaker"
+# The label that records what an image was built from (`content_key`).
+CONTENT_LABEL = "org.vllm-sagemaker.content"
+# What the Dockerfile copies (with itself and .dockerignore): a change here is a new image.
+BUILD_INPUTS = (
+    "Dockerfile",
+    ".dockerignore",
+    "pyproject.toml",
+    "README.md",
+    "container",
+    "handler",
+    "deploy",
+)
+# Where pip inside a build finds the settings lent to it (pip reads it on every Linux).
+BUILD_PIP_CONF = "/etc/pip.conf"
+# Builders that run without a Docker engine, and that can lend files to RUN steps (`-v`).
+DAEMONLESS = ("buildah", "podman")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One image build: which engine stage, the tag, the build context and what is lent to it."""
+
+    engine: str
+    tag: str
+    context: Path
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    # Host paths lent read-only to RUN steps at the same path (never copied into the image).
+    lent: Sequence[str] = ()
+    # A pip configuration lent at BUILD_PIP_CONF.
+    pip_conf: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def default_tag(engine: str) -> str:
+    """`vllm-sagemaker:cpu` or `vllm-sagemaker:gpu`."""
+    return f"{REPOSITORY}:{engine}"
+
+
+def command(tool: str, build: Build) -> list[str]:
+    """The command line that builds `build` with `tool` (docker, buildah or podman). Docker cannot
+    lend files to RUN steps: a build that needs them must use buildah or podman."""
+    name = Path(tool).name
+    args = [tool, "bud" if name == "buildah" else "build"]
+    if name in DAEMONLESS:
+        # chroot isolation runs RUN steps where no user namespaces or cgroups are available;
+        # --layers keeps each step's result, so a later build redoes only what changed.
+        args += ["--isolation", "chroot", "--layers"]
+        mounts = [*(f"{path}:{path}:ro" for path in build.lent)]
+        if build.pip_conf:
+            mounts.append(f"{build.pip_conf}:{BUILD_PIP_CONF}:ro")
+        for mount in mounts:
+            args += ["-v", mount]
+    elif build.lent or build.pip_conf:
+        raise ValueError(f"{name} cannot lend files to a build; use buildah or podman")
+    for key, value in {"ENGINE": build.engine, **build.build_args}.items():
+        args += ["--build-arg", f"{key}={value}"]
+    for key, value in build.labels.items():
+        args += ["--label", f"{key}={value}"]
+    return [*args, "-t", build.tag, str(build.context)]
+
+
+def shown(argv: Sequence[str]) -> str:
+    """A command line as a user would type it."""
+    return shlex.join(argv)
+
+
+def pip_settings(listing: str) -> tuple[str, list[str]]:
+    """The machine's pip settings as one configuration file, and the local paths they name.
+
+    `listing` is what `pip config list` prints: `section.key='value'` per line, where the section
+    `:env:` holds settings from PIP_* variables. Every setting goes into the file (a build sees
+    none of the host's variables or user files); the paths, absolute or `file://`, are what the
+    build must be lent for the settings to work (indexes and wheel folders on disk, the CA
+    bundle, constraint files)."""
+    sections: dict[str, dict[str, str]] = {}
+    paths: list[str] = []
+    for line in listing.splitlines():
+        name, sep, quoted = line.partition("=")
+        if not sep or "." not in name:
+            continue
+        section, key = name.rsplit(".", 1)
+        value = quoted.strip().strip("'\"")
+        sections.setdefault("global" if section == ":env:" else section, {})[key] = value
+        for word in value.split():
+            path = word.removeprefix("file://").rstrip("/")
+            if path.endswith("/simple"):
+                # A package index on disk: its pages link to files beside `simple/`.
+                path = path.removesuffix("/simple")
+            if path.startswith("/") and path not in paths:
+                paths.append(path)
+    text = "".join(
+        f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in items.items())
+        for section, items in sections.items()
+    )
+    return text, paths
+
+
+def content_key(root: Path, engine: str, build_args: Mapping[str, str]) -> str:
+    """A digest of everything that goes into an image: the build inputs' files (names and bytes)
+    and the build's arguments."""
+    digest = hashlib.sha256(f"{engine}\0{sorted(build_args.items())}\0".encode())
+    for path in sorted(_files(root, BUILD_INPUTS)):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _files(root: Path, names: Iterable[str]) -> Iterable[Path]:
+    for name in names:
+        path = root / name
+        if path.is_file():
+            yield path
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            yield from (Path(folder) / f for f in files if not f.endswith(".pyc"))
