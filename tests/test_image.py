@@ -59,7 +59,7 @@ def test_a_chat_model_answers_and_runs_a_transform_job(
         answer = httpx.post(container.url + "/invocations", json=chat, timeout=120)
         assert answer.status_code == 200, answer.text
         assert len(answer.json()["choices"][0]["logprobs"]["content"]) == 4
-        records = [{"prompt": f"Record {i}", "max_tokens": 3} for i in range(40)]
+        records = [{"prompt": f"Record {i}", "max_tokens": 3, "min_tokens": 3} for i in range(40)]
         (tmp_path / "in").mkdir()
         (tmp_path / "in" / "records.jsonl").write_text(
             "".join(json.dumps(record) + "\n" for record in records)
@@ -122,8 +122,14 @@ def test_what_the_image_lacks_is_one_line_and_an_exit(
 def test_the_image_keeps_none_of_the_build_s_pip_settings() -> None:
     """The machine's pip settings were lent to the build, not copied into the image."""
     done = containers.podman(
-        "run", "--rm", *containers.PODMAN_RUN[2:], "--entrypoint", "pip", containers.IMAGE,
-        "config", "list",
+        "run",
+        "--rm",
+        *containers.PODMAN_RUN[2:],
+        "--entrypoint",
+        "pip",
+        containers.IMAGE,
+        "config",
+        "list",
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
