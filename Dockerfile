@@ -9,9 +9,9 @@
 ARG ENGINE=gpu
 # The GPU base pins the vLLM release this project is tested against (the CPU build of the same
 # release runs the test suite and the CPU image).
-ARG GPU_BASE=vllm/vllm-openai:v0.32.0
+ARG GPU_BASE=docker.io/vllm/vllm-openai:v0.32.0
 # Any Debian-like image with Python 3.11 or newer as python3, pip and venv.
-ARG CPU_BASE=python:3.11-slim-bookworm
+ARG CPU_BASE=docker.io/library/python:3.11-slim-bookworm
 
 # vLLM, torch and CUDA come with the base; nothing of them is installed again.
 FROM ${GPU_BASE} AS gpu
@@ -19,8 +19,9 @@ FROM ${GPU_BASE} AS gpu
 FROM ${CPU_BASE} AS cpu
 # What vLLM's CPU build loads from the system: libnuma (vllm._C does not import without it) and
 # tcmalloc (serve preloads it, as vLLM's CPU guide asks). No compiler by default: serve runs the
-# model eager when the image has none; CPU_EXTRA_PACKAGES="g++ python3-dev" gives inductor what it
-# needs to compile it (docs/image.md: compiled against eager, measured).
+# model eager when the image has none; CPU_EXTRA_PACKAGES=g++ (and python3-dev on a Debian base
+# without Python's headers) gives inductor what it needs to compile it (docs/image.md: compiled
+# against eager, measured).
 ARG CPU_EXTRA_PACKAGES=""
 # hadolint ignore=DL3008
 RUN apt-get update \

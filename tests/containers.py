@@ -19,8 +19,12 @@ from typing import Any
 
 from tests import waiting
 from tests.servers import START_TIMEOUT_S
+from vllm_sagemaker.deploy.image import build
 
-IMAGE = "localhost/vllm-sagemaker:cpu"
+# What `make image` builds (podman names a local image under localhost/).
+IMAGE = "localhost/" + build.default_tag("cpu")
+# Small engines: the suite's other servers share the machine; the hub is out of reach.
+ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 PODMAN_RUN = [
     "podman",
     "run",
@@ -142,10 +146,9 @@ def running(
     if entrypoint:
         argv += ["--entrypoint", json.dumps(list(entrypoint))]
     started = time.monotonic()
-    done = subprocess.run([*argv, *options, image, "serve"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    container = Container(name, port, started)
     try:
-        yield container
+        done = subprocess.run([*argv, *options, image, "serve"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        yield Container(name, port, started)
     finally:
         podman("rm", "-f", "--time", "0", name)

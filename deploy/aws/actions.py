@@ -24,16 +24,16 @@ import boto3
 import botocore.exceptions
 import httpx
 
-from vllm_sagemaker.deploy.aws import builders, split, token
 from vllm_sagemaker.deploy.aws import plan as aws_plan
 from vllm_sagemaker.deploy.aws import run as aws_run
+from vllm_sagemaker.deploy.aws import split, token
 from vllm_sagemaker.deploy.aws.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.aws.plan import Call, ModelSource
 from vllm_sagemaker.deploy.aws.reads import Reads
 from vllm_sagemaker.deploy.aws.validate import ROLE_VARIABLE, Refused, env_from_pairs, json_problem
 from vllm_sagemaker.deploy.fleet import runner as fleet
 from vllm_sagemaker.deploy.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
-from vllm_sagemaker.deploy.image import build
+from vllm_sagemaker.deploy.image import build, builders
 from vllm_sagemaker.deploy.io import storage
 from vllm_sagemaker.deploy.io.invoke import api_key
 from vllm_sagemaker.handler.core import s3_uri
@@ -581,7 +581,7 @@ def stream_text(chunks: Iterable[bytes]) -> Iterator[str]:
 
 def image(args: argparse.Namespace) -> int:
     """Make the ECR repository if it is missing, then log in, build the CPU or GPU image and
-    push it with docker, buildah or podman (`deploy.aws.builders`)."""
+    push it with docker, buildah or podman (`deploy.image.builders`)."""
     choice = builders.on_this_machine(args.builder)
     if choice.tool is None:
         raise Refused(choice.why)

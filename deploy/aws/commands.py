@@ -10,11 +10,11 @@ import os
 import sys
 
 from vllm_sagemaker.deploy.aws import region, validate
-from vllm_sagemaker.deploy.aws.builders import BUILDERS
 from vllm_sagemaker.deploy.aws.plan import POLL_S
 from vllm_sagemaker.deploy.aws.validate import ROLE_VARIABLE, USAGE_ERROR, Refused
 from vllm_sagemaker.deploy.fleet.shards import DEFAULT_SHARD_LINES
 from vllm_sagemaker.deploy.image.build import ENGINES, REPOSITORY
+from vllm_sagemaker.deploy.image.builders import BUILDERS
 from vllm_sagemaker.deploy.io.invoke import add_api_key_argument
 
 EXIT_STATUS = (

@@ -69,11 +69,12 @@ def gpu_count(instance_type: str) -> int:
 
 def image_target(instance_type: str) -> str | None:
     """Which of the two images (`deploy image --target`) an instance type takes: "gpu" for the
-    NVIDIA families the kit knows, "cpu" for CPU families (x86_64 and Graviton); None for
-    accelerators neither image drives and for families the kit does not know."""
+    NVIDIA families the kit knows, "cpu" for x86_64 CPU families; None for Graviton (arm64: the
+    images the kit builds are x86_64, so an endpoint there needs an --image built for arm64),
+    for accelerators neither image drives and for families the kit does not know."""
     family = (family_and_size(instance_type) or ("", ""))[0]
     if family in GPU_FAMILIES:
         return "gpu"
-    if family in CPU_FAMILIES or family in GRAVITON_FAMILIES:
+    if family in CPU_FAMILIES:
         return "cpu"
     return None

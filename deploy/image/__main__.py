@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_sagemaker.deploy.image import build
+from vllm_sagemaker.deploy.image.build import GB
 
 ROOT = Path(__file__).resolve().parents[2]
 # A base for the CPU image from Debian's packages: what the Dockerfile's CPU stage needs of a
@@ -26,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = "localhost/vllm-sagemaker-base:bookworm"
 DEBIAN_SUITE = "bookworm"
 DEBIAN_PACKAGES = ("python3", "python3-venv", "ca-certificates")
-GB = 1000**3
 
 
 def _run(argv: Sequence[str]) -> None:
@@ -81,6 +81,14 @@ def pip_settings(scratch: str) -> tuple[str, list[str]]:
     return conf, [path for path in paths if os.path.exists(path)]
 
 
+def build_arg(text: str) -> tuple[str, str]:
+    """`KEY=VALUE`, as --build-arg takes it."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the image unless it is up to date; print its size and the time taken."""
     parser = argparse.ArgumentParser(
@@ -92,37 +100,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--build-arg",
         action="append",
+        type=build_arg,
         default=[],
         metavar="KEY=VALUE",
         help="a build argument of the Dockerfile (repeatable), e.g. TORCH_INDEX=<url>",
     )
     args = parser.parse_args(argv)
-    tag = args.tag or build.default_tag(args.engine)
-    build_args = {"CPU_BASE": DEBIAN_BASE, "TORCH_INDEX": ""}
-    build_args.update(item.split("=", 1) for item in args.build_arg)
-    key = build.content_key(ROOT, args.engine, build_args)
+    try:
+        return make(args.engine, args.tag or build.default_tag(args.engine), dict(args.build_arg))
+    except subprocess.CalledProcessError as error:
+        print(
+            f"image: {build.shown(error.cmd)} failed with status {error.returncode}",
+            file=sys.stderr,
+        )
+    except OSError as error:
+        print(
+            f"image: {error.strerror}: {error.filename} (make image installs the tools as root)",
+            file=sys.stderr,
+        )
+    return 1
+
+
+def make(engine: str, tag: str, given: dict[str, str]) -> int:
+    """Build `tag` unless its content label says it is up to date."""
+    started = time.monotonic()
+    debian_base()
+    build_args = {"CPU_BASE": DEBIAN_BASE, "TORCH_INDEX": "", **given}
+    base = _inspect(DEBIAN_BASE) or {}
+    key = build.content_key(ROOT, engine, {**build_args, "base": str(base.get("Id"))})
     found = _inspect(tag)
     if found is not None and _label(found, build.CONTENT_LABEL) == key:
         print(f"image: {tag} is up to date ({key}), {_size(found)}")
         return 0
-    started = time.monotonic()
-    debian_base()
     with tempfile.TemporaryDirectory() as scratch:
         conf, lent = pip_settings(scratch)
         spec = build.Build(
-            engine=args.engine,
+            engine=engine,
             tag=tag,
             context=ROOT,
             build_args=build_args,
             lent=lent,
             pip_conf=conf,
             labels={build.CONTENT_LABEL: key},
+            isolation="chroot",
         )
-        try:
-            _run(build.command("buildah", spec))
-        except subprocess.CalledProcessError as error:
-            print(f"image: the build failed with status {error.returncode}", file=sys.stderr)
-            return 1
+        _run(build.command("buildah", spec))
     built = _inspect(tag) or {}
     print(f"image: {tag} built in {time.monotonic() - started:.0f} s, {_size(built)}")
     return 0

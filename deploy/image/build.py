@@ -4,6 +4,7 @@ settings lent to a build read-only, and the content key that says an image is up
 Pure rules over their inputs; `__main__` and `deploy image` run them.
 """
 
+import ast
 import hashlib
 import os
 import shlex
@@ -29,8 +30,12 @@ BUILD_INPUTS = (
 )
 # Where pip inside a build finds the settings lent to it (pip reads it on every Linux).
 BUILD_PIP_CONF = "/etc/pip.conf"
+# Image sizes are told in GB, as registries and `docker images` tell them.
+GB = 1000**3
 # Builders that run without a Docker engine, and that can lend files to RUN steps (`-v`).
 DAEMONLESS = ("buildah", "podman")
+# pip settings a build is not given: where the host's own configuration file is.
+SKIPPED_PIP_SETTINGS = frozenset({"config-file"})
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,9 @@ class Build:
     # A pip configuration lent at BUILD_PIP_CONF.
     pip_conf: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # buildah's and podman's RUN isolation (None: the tool's default). `chroot` runs where there
+    # are no user namespaces or cgroups to give (`make image`).
+    isolation: str | None = None
 
 
 def default_tag(engine: str) -> str:
@@ -59,16 +67,17 @@ def command(tool: str, build: Build) -> list[str]:
     name = Path(tool).name
     args = [tool, "bud" if name == "buildah" else "build"]
     if name in DAEMONLESS:
-        # chroot isolation runs RUN steps where no user namespaces or cgroups are available;
         # --layers keeps each step's result, so a later build redoes only what changed.
-        args += ["--isolation", "chroot", "--layers"]
+        args.append("--layers")
+        if build.isolation:
+            args += ["--isolation", build.isolation]
         mounts = [*(f"{path}:{path}:ro" for path in build.lent)]
         if build.pip_conf:
             mounts.append(f"{build.pip_conf}:{BUILD_PIP_CONF}:ro")
         for mount in mounts:
             args += ["-v", mount]
-    elif build.lent or build.pip_conf:
-        raise ValueError(f"{name} cannot lend files to a build; use buildah or podman")
+    elif build.lent or build.pip_conf or build.isolation:
+        raise ValueError(f"{name} cannot lend files to a build nor choose its isolation")
     for key, value in {"ENGINE": build.engine, **build.build_args}.items():
         args += ["--build-arg", f"{key}={value}"]
     for key, value in build.labels.items():
@@ -84,30 +93,44 @@ def shown(argv: Sequence[str]) -> str:
 def pip_settings(listing: str) -> tuple[str, list[str]]:
     """The machine's pip settings as one configuration file, and the local paths they name.
 
-    `listing` is what `pip config list` prints: `section.key='value'` per line, where the section
-    `:env:` holds settings from PIP_* variables. Every setting goes into the file (a build sees
-    none of the host's variables or user files); the paths, absolute or `file://`, are what the
-    build must be lent for the settings to work (indexes and wheel folders on disk, the CA
-    bundle, constraint files)."""
+    `listing` is what `pip config list` prints: `section.key=<Python literal>` per line, where the
+    section `:env:` holds settings from PIP_* variables, which win over every file's, as in pip.
+    Every setting goes into the file (a build sees none of the host's variables or user files)
+    but the one naming a configuration file; the paths, absolute or `file://`, are what the build
+    must be lent for the settings to work (indexes and wheel folders on disk, the CA bundle,
+    constraint files). A package index on disk (`.../simple`) is lent whole: its pages link to
+    files beside `simple/`."""
     sections: dict[str, dict[str, str]] = {}
-    paths: list[str] = []
+    from_env: dict[str, str] = {}
     for line in listing.splitlines():
-        name, sep, quoted = line.partition("=")
-        if not sep or "." not in name:
+        name, sep, literal = line.partition("=")
+        section, dot, key = name.rpartition(".")
+        if not sep or not dot or key in SKIPPED_PIP_SETTINGS:
             continue
-        section, key = name.rsplit(".", 1)
-        value = quoted.strip().strip("'\"")
-        sections.setdefault("global" if section == ":env:" else section, {})[key] = value
-        for word in value.split():
+        try:
+            value = str(ast.literal_eval(literal))
+        except (SyntaxError, ValueError):
+            value = literal.strip()
+        value = " ".join(value.split())
+        if section == ":env:":
+            from_env[key] = value
+        else:
+            sections.setdefault(section, {})[key] = value
+    for key, value in from_env.items():
+        for items in sections.values():
+            items.pop(key, None)
+        sections.setdefault("global", {})[key] = value
+    paths: list[str] = []
+    for items in sections.values():
+        for word in " ".join(items.values()).split():
             path = word.removeprefix("file://").rstrip("/")
-            if path.endswith("/simple"):
-                # A package index on disk: its pages link to files beside `simple/`.
-                path = path.removesuffix("/simple")
+            path = path.removesuffix("/simple")
             if path.startswith("/") and path not in paths:
                 paths.append(path)
     text = "".join(
         f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in items.items())
         for section, items in sections.items()
+        if items
     )
     return text, paths
 

@@ -13,7 +13,9 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-BUILDERS = ("docker", "buildah", "podman")
+from vllm_sagemaker.deploy.image.build import DAEMONLESS
+
+BUILDERS = ("docker", *DAEMONLESS)
 # How long `docker info` may take to say whether an engine answers.
 DOCKER_INFO_S = 30.0
 # ECR's user name for the password GetAuthorizationToken gives.
