@@ -23,8 +23,9 @@ from vllm_sagemaker.deploy.image import build
 
 # What `make image` builds (podman names a local image under localhost/).
 IMAGE = "localhost/" + build.default_tag("cpu")
-# Small engines: the suite's other servers share the machine; the hub is out of reach.
-ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+# Small engines: the suite's other servers share the machine. Nothing says the hub is out of
+# reach (no HF_HUB_OFFLINE): with no network, the model in /opt/ml/model must be enough.
+ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 PODMAN_RUN = [
     "podman",
     "run",
