@@ -21,7 +21,6 @@ from pathlib import Path
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.image.build import GB
 
-ROOT = Path(__file__).resolve().parents[2]
 # A base for the CPU image from Debian's packages: what the Dockerfile's CPU stage needs of a
 # Python image (python3 with venv, CA certificates), at Debian bookworm's Python 3.11.
 DEBIAN_BASE = "localhost/vllm-sagemaker-base:bookworm"
@@ -127,7 +126,7 @@ def make(engine: str, tag: str, given: dict[str, str]) -> int:
     debian_base()
     build_args = {"CPU_BASE": DEBIAN_BASE, "TORCH_INDEX": "", **given}
     base = _inspect(DEBIAN_BASE) or {}
-    key = build.content_key(ROOT, engine, {**build_args, "base": str(base.get("Id"))})
+    key = build.content_key(build.CHECKOUT, engine, {**build_args, "base": str(base.get("Id"))})
     found = _inspect(tag)
     if found is not None and _label(found, build.CONTENT_LABEL) == key:
         print(f"image: {tag} is up to date ({key}), {_size(found)}")
@@ -137,7 +136,7 @@ def make(engine: str, tag: str, given: dict[str, str]) -> int:
         spec = build.Build(
             engine=engine,
             tag=tag,
-            context=ROOT,
+            context=build.CHECKOUT,
             build_args=build_args,
             lent=lent,
             pip_conf=conf,

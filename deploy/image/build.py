@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The checkout this package runs from (an editable install): the build context.
+CHECKOUT = Path(__file__).resolve().parents[2]
 # The images one Dockerfile builds (its ENGINE build argument): they differ only in their base
 # and vLLM's install.
 ENGINES = ("cpu", "gpu")

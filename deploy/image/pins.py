@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+from vllm_sagemaker.deploy.image.build import CHECKOUT
+
 # The vLLM release of the GPU base (Dockerfile's GPU_BASE) and of the CPU build (pyproject.toml).
 VLLM_VERSION: Final = "0.32.0"
 VLLM: Final = f"vllm=={VLLM_VERSION}"
@@ -226,7 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "install step) moves none of vLLM's packages, with pip's resolver as a dry run.",
     )
     parser.add_argument(
-        "checkout", nargs="?", type=Path, default=ROOT, help="the project (default: %(default)s)"
+        "checkout",
+        nargs="?",
+        type=Path,
+        default=CHECKOUT,
+        help="the project (default: %(default)s)",
     )
     parser.add_argument(
         "--extra",
