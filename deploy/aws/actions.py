@@ -77,16 +77,16 @@ def default_image(reads: Reads, instance_type: str) -> str:
     target = image_target(instance_type)
     if target is None:  # refused before (validate.no_image_problem)
         raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
-    repository = build.REPOSITORY
+    repository, tag = build.REPOSITORY, build.default_tag(target)
     first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
     assumed = len(reads.assumed)
     found = reads.describe(
         Call("ecr", "DescribeRepositories", {"repositoryNames": [repository]}),
-        f"the plan assumes ECR holds {repository}:{target} (what `deploy image --target "
+        f"the plan assumes ECR holds {repository}:{tag} (what `deploy image --target "
         f"{target}` pushes)",
     )
     if len(reads.assumed) > assumed:
-        return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{target}"
+        return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{tag}"
     where = boto3.session.Session().region_name
     if found is None:
         raise SystemExit(
@@ -96,14 +96,14 @@ def default_image(reads: Reads, instance_type: str) -> str:
     images = Call(
         "ecr",
         "DescribeImages",
-        {"repositoryName": repository, "imageIds": [{"imageTag": target}]},
+        {"repositoryName": repository, "imageIds": [{"imageTag": tag}]},
     )
     if reads.describe(images) is None:
         raise SystemExit(
             f"deploy: no --image given, and ECR's {repository} in {where} holds no image tagged "
-            f"{target}: " + first
+            f"{tag}: " + first
         )
-    uri = f"{found['repositories'][0]['repositoryUri']}:{target}"
+    uri = f"{found['repositories'][0]['repositoryUri']}:{tag}"
     _say(f"image: {uri} (no --image given)")
     return uri
 
@@ -587,7 +587,7 @@ def image(args: argparse.Namespace) -> int:
         raise Refused(choice.why)
     tool = choice.tool
     _say(f"builder: {choice.why}")
-    tag = args.tag or args.target
+    tag = args.tag or build.default_tag(args.target)
     reads = Reads(args.dry_run)
     describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
     found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")

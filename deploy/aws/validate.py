@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from vllm_sagemaker.deploy.aws import instances, token
 from vllm_sagemaker.deploy.aws.plan import MAX_NAME, NAME_PATTERN, version, versioned
 from vllm_sagemaker.deploy.fleet.shards import job_suffix
+from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.image.build import ENGINES
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.environment import environment_problems
@@ -374,7 +375,7 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
     if given.get("image") is not None and on_sagemaker:
         found.append(image_problem(args.image))
     if command == "image":
-        tag = args.tag or args.target
+        tag = args.tag or build.default_tag(args.target)
         found += [
             repository_problem(args.repository),
             tag_problem(tag),

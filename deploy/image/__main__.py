@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        return make(args.engine, args.tag or build.default_tag(args.engine), dict(args.build_arg))
+        return make(args.engine, args.tag or build.default_name(args.engine), dict(args.build_arg))
     except subprocess.CalledProcessError as error:
         print(
             f"image: {build.shown(error.cmd)} failed with status {error.returncode}",

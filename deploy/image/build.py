@@ -59,8 +59,13 @@ class Build:
 
 
 def default_tag(engine: str) -> str:
+    """An image's tag unless one is given: its engine's name, `cpu` or `gpu`."""
+    return engine
+
+
+def default_name(engine: str) -> str:
     """`vllm-sagemaker:cpu` or `vllm-sagemaker:gpu`."""
-    return f"{REPOSITORY}:{engine}"
+    return f"{REPOSITORY}:{default_tag(engine)}"
 
 
 def command(tool: str, build: Build) -> list[str]:
