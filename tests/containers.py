@@ -22,7 +22,7 @@ from tests.servers import START_TIMEOUT_S
 from vllm_sagemaker.deploy.image import build
 
 # What `make image` builds (podman names a local image under localhost/).
-IMAGE = "localhost/" + build.default_tag("cpu")
+IMAGE = "localhost/" + build.default_name("cpu")
 # Small engines: the suite's other servers share the machine. Nothing says the hub is out of
 # reach (no HF_HUB_OFFLINE): with no network, the model in /opt/ml/model must be enough.
 ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
