@@ -2,7 +2,7 @@
 
 With `kernel.sched_autogroup_enabled=1` (the default of most distributions' kernels) the CPU is
 shared between sessions first and between threads within a session second. A benchmark's
-servers run in sessions of their own (`tests.processes`), so its client, its servers and the
+servers run in sessions of their own (`tests.support.processes`), so its client, its servers and the
 stall witness are separate groups, and a thread of one group woken on a core where its group
 has had little load waits on the run queue for up to seconds (measured in `docs/operations.md`:
 the witness waited 2.9 s, all of it runnable, beside plain vLLM and its client; with autogroup

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 # Both tools get the same engine limits (their CPU defaults differ).
 ENGINE_ARGS = ["--max-num-seqs", "256", "--max-num-batched-tokens", "4096"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 ENGINE = {"max_num_seqs": 256, "max_num_batched_tokens": 4096}
 

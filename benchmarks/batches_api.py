@@ -28,7 +28,7 @@ import openai
 import psutil
 
 from benchmarks.batch_runner import ENGINE_ARGS, VLLM_SAGEMAKER, measured, write_file
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import openai
 import psutil
 
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 MIB = 1024 * 1024
 

@@ -3,7 +3,7 @@ from the venv on the same model; the embedder's idle memory; the image with a co
 compiled by inductor) against the default without one (eager); the engine in one process (what 64
 MB of /dev/shm gets) against vLLM's worker process (what a larger /dev/shm gets).
 
-Every container runs as SageMaker runs it (tests/containers.py: `IMAGE serve`, the model
+Every container runs as SageMaker runs it (tests/support/containers.py: `IMAGE serve`, the model
 read-only, configuration by environment). Runs alternate A B B A; each line prints both sides, with
 the stall witness (benchmarks/witness.py) over each throughput phase.
 
@@ -28,9 +28,9 @@ import httpx
 import psutil
 
 from benchmarks.witness import Witness
-from tests import containers, model_factory, servers
-from tests.containers import ENGINE_ENV
-from tests.servers import START_TIMEOUT_S
+from tests.support import containers, model_factory, servers
+from tests.support.containers import ENGINE_ENV
+from tests.support.servers import START_TIMEOUT_S
 from vllm_sagemaker.deploy.image.build import GB
 
 COMPILER_IMAGE = containers.IMAGE + "-compiler"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 
 def timed(client: httpx.Client, path: str, body: dict) -> float:

@@ -52,7 +52,7 @@ from benchmarks.batch_runner import write_file
 from benchmarks.plot import Point, scatter
 from benchmarks.startup import worktree
 from benchmarks.witness import Seen, Witness
-from tests import model_factory, processes, servers, waiting
+from tests.support import model_factory, processes, servers, waiting
 from vllm_sagemaker.container.env_args import LIVE_FIRST_SCHEDULER
 
 ENGINE = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}

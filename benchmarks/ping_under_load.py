@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.live_first import Tail
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 LOAD_BODY = {"prompt": "The quick brown", "max_tokens": 200, "ignore_eos": True}
 PATHS = ("/ping", "/health")

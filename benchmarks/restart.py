@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 
 POLL_S = 0.05
 

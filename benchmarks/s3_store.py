@@ -29,7 +29,7 @@ import openai
 
 from benchmarks.batch_runner import write_file
 from benchmarks.batches_api import SERVER_ENV, run_batch_api
-from tests import aws, model_factory, servers
+from tests.support import aws, model_factory, servers
 
 BUCKET = "bench-store"
 REQUEST = re.compile(rb'"(GET|PUT|POST|DELETE|HEAD) (\S+) HTTP')

@@ -36,7 +36,7 @@ from benchmarks import autogroup
 from benchmarks.batch_runner import ENGINE_ARGS, VLLM_SAGEMAKER, write_file
 from benchmarks.live_first import BATCH_TOKENS, ENGINE, ClientBatch, plain_vllm
 from benchmarks.witness import Seen, Witness
-from tests import model_factory, servers, waiting
+from tests.support import model_factory, servers, waiting
 
 COUNTERS = (
     ("steal ms", "steal"),

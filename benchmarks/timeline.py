@@ -38,7 +38,7 @@ from benchmarks import autogroup
 from benchmarks.batch_runner import write_file
 from benchmarks.live_first import live_body, streamed
 from benchmarks.witness import Witness
-from tests import model_factory, servers
+from tests.support import model_factory, servers
 from vllm_sagemaker.handler.sagemaker.invocations import INFERENCE_ID
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}

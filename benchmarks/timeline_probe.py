@@ -6,7 +6,7 @@ public seams (`--scheduler-cls`, `--middleware`); each process appends JSON line
 - `TimelineScheduler` (engine core; ours, or vLLM's with TIMELINE_PLAIN=1): a live request added
   to the scheduler, each engine step (how many sequences and tokens, how many of them batch
   work, which live requests it started; when its output came back), a live request's first
-  token. tests/test_live_first.py reads the same notes.
+  token. tests/handler/test_live_first.py reads the same notes.
 - `RouteProbe` (API server, inside our middleware): the call of vLLM's route for a live request,
   the route's first body byte, and each second the event loop's lag (`loop_lag`).
 

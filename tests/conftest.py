@@ -10,10 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests import aws as aws_mock
-from tests import model_factory, servers
+from tests.support import aws as aws_mock
+from tests.support import model_factory, servers
 
-pytest_plugins = ["pytester", "tests.server_deaths"]
+pytest_plugins = ["pytester", "tests.support.server_deaths"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests under a `rules/` folder are pure (no engine, no server, no AWS): `-m rules` runs
+    just them, in seconds."""
+    for item in items:
+        if "rules" in item.path.parts:
+            item.add_marker(pytest.mark.rules)
 
 # The cross-encoder's server requires this key, so auth is tested on a real engine.
 API_KEY = "test-key"
@@ -65,7 +73,8 @@ PLATFORM_ENV = {
     "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true",
     "SAGEMAKER_SESSIONS_EXPIRATION": "10",
     "SAGEMAKER_ASYNC_INFERENCE": "true",
-    # Its OpenAI routes answer an unknown `model` with vLLM's 404 (tests/test_openai_path.py).
+    # Its OpenAI routes answer an unknown `model` with vLLM's 404
+    # (tests/handler/test_openai_path.py).
     "SAGEMAKER_MODEL_FALLBACK": "false",
 }
 MODEL_BUCKET = "models"

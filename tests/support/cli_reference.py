@@ -1,0 +1,94 @@
+"""docs/cli.md, the command reference, written from the argparse definitions themselves.
+
+    .venv/bin/python -m tests.support.cli_reference   # rewrite docs/cli.md after a change
+
+`tests/project/test_docs_reference.py` fails while the file differs from what this writes, so a
+renamed
+option, a new one or a changed default cannot reach the docs late.
+"""
+
+import argparse
+from collections.abc import Iterator
+
+from tests import ROOT
+from vllm_sagemaker.container import cli, serve
+
+PATH = ROOT / "docs" / "cli.md"
+HEADER = """# Command reference
+
+Every command and option, written from the commands' own definitions by
+`.venv/bin/python -m tests.support.cli_reference` (a test fails when this page and the code differ).
+How to use them: [batch files](batch-files.md), [Batch Transform](batch-transform.md),
+[deploying](deploy.md), [configuration](configuration.md).
+
+**Errors.** A mistake in a client command (`transform`, `batch`, `deploy ...`): a path that is
+missing or cannot be written, no AWS credentials or region, access denied, a URL where nobody
+answers, is one line on stderr, `COMMAND: what failed, the value, what to do`, and exit status 1
+(2 for a usage error: an option argparse, or the command before it starts, refuses; each
+command's own statuses are in its description).
+`vllm-sagemaker --debug ...` (the flag anywhere on the line) or `VLLM_SAGEMAKER_DEBUG=1` shows
+the traceback instead.
+"""
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def commands() -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """(command line, parser) for `serve` and every `vllm-sagemaker` command, depth first."""
+    yield "serve", serve.add_arguments(argparse.ArgumentParser(prog="serve"))
+
+    def walk(
+        prefix: str, parser: argparse.ArgumentParser
+    ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+        children = subcommands(parser)
+        if not children:
+            yield prefix, parser
+        for name, child in children.items():
+            yield from walk(f"{prefix} {name}", child)
+
+    yield from walk("vllm-sagemaker", cli.build_parser())
+
+
+def cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def option_row(action: argparse.Action) -> str:
+    names = ", ".join(f"`{n}`" for n in action.option_strings) or f"`{action.dest}`"
+    if action.option_strings and action.nargs != 0:
+        value = action.metavar or (
+            "{" + ",".join(map(str, action.choices)) + "}"
+            if action.choices
+            else action.dest.upper()
+        )
+        names += f" {cell(value)}"
+    required = "required" if action.required else ""
+    default = (
+        ""
+        if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0
+        else f"`{cell(action.default)}`"
+    )
+    return f"| {names} | {cell(action.help or '')} | {required or default} |"
+
+
+def render() -> str:
+    parts = [HEADER]
+    for line, parser in commands():
+        parts.append(f"\n## `{line}`\n")
+        if parser.description:
+            parts.append(f"\n{parser.description}\n")
+        rows = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+        if rows:
+            parts.append("\n| option | meaning | default |\n| --- | --- | --- |\n")
+            parts.append("".join(option_row(a) + "\n" for a in rows))
+    return "".join(parts)
+
+
+if __name__ == "__main__":
+    PATH.write_text(render())
+    print(f"wrote {PATH}")

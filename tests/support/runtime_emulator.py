@@ -1,0 +1,210 @@
+"""A small stand-in for the SageMaker runtime API, which moto lacks.
+
+`POST /endpoints/{name}/invocations` is forwarded to a real local container's `/invocations`,
+as SageMaker forwards `InvokeEndpoint`: body, Content-Type, Accept and custom attributes in;
+body, Content-Type and custom attributes out. Like the real service it answers a container's
+non-200 with 424 `ModelError` (carrying `OriginalStatusCode`), a body over 6 MB with 400
+`ValidationError`, and an unknown endpoint with 400 `ValidationError`; it can also throttle
+every Nth call (400 `ThrottlingException`). boto3's `sagemaker-runtime` client talks to it with
+`endpoint_url`.
+
+It also serves SageMaker's OpenAI-compatible path, `POST /endpoints/{name}/openai/v1/chat/
+completions`: a request needs `Authorization: Bearer <token>` (401 without one), a token made as
+the SageMaker SDK makes it (`deploy/aws/token.py`), whose SigV4 signature the emulator computes
+again with botocore from the secret of its access key (403 for a bad, expired or other-region
+token). The body goes to the container as it came, as `POST /v1/chat/completions` (the one
+container error quoted from a real endpoint came from that route), and the container's answer
+comes back as it is: status, body and streams.
+"""
+
+import contextlib
+import datetime
+import http.server
+import json
+import threading
+from dataclasses import dataclass, field
+
+import httpx
+from botocore.auth import SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import ReadOnlyCredentials
+
+from tests.support.local_http import serving
+from vllm_sagemaker.deploy.aws import token
+
+MAX_BODY_BYTES = 6 * 1000 * 1000
+CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+OPENAI_CHAT = ["openai", "v1", "chat", "completions"]
+
+
+@dataclass
+class Runtime:
+    """What the emulator forwards to, and what it saw."""
+
+    containers: dict[str, str]
+    # The secret of each access key, and the region: what the OpenAI path's tokens are checked
+    # with.
+    secrets: dict[str, str] = field(default_factory=dict)
+    region: str = "us-east-1"
+    throttle_every: int = 0
+    calls: int = 0
+    throttled: int = 0
+    attributes: list[str | None] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_call_throttled(self) -> bool:
+        with self.lock:
+            self.calls += 1
+            throttle = self.throttle_every > 0 and self.calls % self.throttle_every == 0
+            self.throttled += throttle
+            return throttle
+
+
+def signature(query: dict[str, str], secret: str, region: str) -> str:
+    """The SigV4 signature a token's presigned URL should carry, computed again by botocore at
+    the token's own time."""
+    access_key = query["X-Amz-Credential"].split("/")[0]
+    credentials = ReadOnlyCredentials(access_key, secret, query.get("X-Amz-Security-Token"))
+    auth = SigV4QueryAuth(credentials, token.SERVICE, region, expires=int(query["X-Amz-Expires"]))
+    request = AWSRequest(
+        method="POST",
+        url=f"https://{token.HOST}/",
+        headers={"host": token.HOST},
+        params={"Action": token.ACTION},
+    )
+    request.context["timestamp"] = query["X-Amz-Date"]
+    auth._modify_request_before_signing(request)
+    return auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
+
+
+def token_problem(authorization: str | None, runtime: Runtime) -> tuple[int, str] | None:
+    """Why a request on the OpenAI path is refused, as (status, message); None: it is not."""
+    if not authorization or not authorization.startswith("Bearer "):
+        return 401, "Missing Authentication Token: send Authorization: Bearer <token>"
+    query = token.presigned_query(authorization.removeprefix("Bearer ").strip())
+    invalid = (403, "The bearer token included in the request is invalid.")
+    if query is None or query.get("Action") != token.ACTION or query.get("Version") != "1":
+        return invalid
+    try:
+        access_key, _, region, service, _ = query["X-Amz-Credential"].split("/")
+        signed = datetime.datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+        expires = int(query["X-Amz-Expires"])
+    except (KeyError, ValueError):
+        return invalid
+    secret = runtime.secrets.get(access_key)
+    if secret is None or service != token.SERVICE or region != runtime.region:
+        return invalid
+    if not 0 < expires <= token.MAX_S:
+        return invalid
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    if now > signed + datetime.timedelta(seconds=expires):
+        return 403, "The bearer token has expired."
+    if signature(query, secret, region) != query.get("X-Amz-Signature"):
+        return invalid
+    return None
+
+
+def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def error(self, status: int, kind: str, message: str, **extra: object) -> None:
+            self.answer(status, json.dumps({"message": message, **extra}).encode(), kind)
+
+        def answer(self, status: int, body: bytes, kind: str | None = None, **headers: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Type", headers.pop("content_type", "application/json"))
+            if kind:
+                self.send_header("x-amzn-ErrorType", kind)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(body)  # the client may be gone (a test killed it)
+
+        def openai_error(self, status: int, message: str, code: str) -> None:
+            error = {"message": message, "type": "invalid_request_error", "code": code}
+            self.answer(status, json.dumps({"error": error}).encode())
+
+        def openai(self, name: str, body: bytes) -> None:
+            """The OpenAI-compatible path: the token checked, the container's answer relayed
+            as it comes (a stream chunk by chunk)."""
+            refused = token_problem(self.headers.get("Authorization"), runtime)
+            if refused is not None:
+                self.openai_error(*refused, "access_denied")
+                return
+            container = runtime.containers.get(name)
+            if container is None:
+                self.openai_error(400, f"Endpoint {name} not found.", "validation_error")
+                return
+            headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+            url = container + "/v1/chat/completions"
+            with httpx.stream("POST", url, content=body, headers=headers, timeout=600) as reply:
+                self.send_response(reply.status_code)
+                self.send_header("Content-Type", reply.headers.get("content-type", ""))
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    for chunk in filter(None, reply.iter_raw()):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            parts = self.path.strip("/").split("/")
+            if parts[:1] == ["endpoints"] and parts[2:] == OPENAI_CHAT:
+                self.openai(parts[1], body)
+                return
+            if len(parts) != 3 or parts[0] != "endpoints" or parts[2] != "invocations":
+                self.error(404, "UnknownOperationException", f"no operation at {self.path}")
+                return
+            container = runtime.containers.get(parts[1])
+            if container is None:
+                self.error(400, "ValidationError", f"Endpoint {parts[1]} not found.")
+                return
+            if len(body) > MAX_BODY_BYTES:
+                self.error(400, "ValidationError", "Request payload is too large.")
+                return
+            if runtime.next_call_throttled():
+                self.error(400, "ThrottlingException", "Rate exceeded")
+                return
+            attributes = self.headers.get(CUSTOM_ATTRIBUTES)
+            with runtime.lock:
+                runtime.attributes.append(attributes)
+            headers = {
+                name: value
+                for name in ("Content-Type", "Accept", CUSTOM_ATTRIBUTES)
+                if (value := self.headers.get(name)) is not None
+            }
+            reply = httpx.post(
+                container + "/invocations", content=body, headers=headers, timeout=600
+            )
+            if reply.status_code != 200:
+                self.error(
+                    424,
+                    "ModelError",
+                    f"Received client error ({reply.status_code}) from primary with message "
+                    f'"{reply.text[:500]}".',
+                    OriginalStatusCode=reply.status_code,
+                    OriginalMessage=reply.text[:500],
+                )
+                return
+            echo = {CUSTOM_ATTRIBUTES: v} if (v := reply.headers.get(CUSTOM_ATTRIBUTES)) else {}
+            self.answer(
+                200,
+                reply.content,
+                content_type=reply.headers.get("content-type", "application/json"),
+                **echo,
+            )
+
+    return Handler
+
+
+def runtime_emulator(runtime: Runtime) -> contextlib.AbstractContextManager[str]:
+    """`runtime` served on a free port of 127.0.0.1; entering gives its URL."""
+    return serving(_handler(runtime))
