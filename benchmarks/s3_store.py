@@ -151,9 +151,9 @@ class OnReplicas:
 
 
 def chunks_of(prefix: str, batch_id: str) -> int:
-    """How many chunks the batch was cut into, from its plan in S3."""
-    key = f"{prefix}batches/{batch_id}/plan.json"
-    return len(json.load(boto3.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"])["parts"])
+    """How many chunks the batch was cut into, from its chunks in S3."""
+    key = f"{prefix}batches/{batch_id}/chunks.json"
+    return len(json.load(boto3.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"])["chunks"])
 
 
 def on_replicas(
@@ -180,7 +180,7 @@ def on_replicas(
             batch_id, took, gets = timed_batch(replicas[0], root / "replica-in.jsonl")
             if run == 0:
                 continue
-            # Read before the plan is: that GET is the benchmark's, not the store's.
+            # Read before the chunks are: that GET is the benchmark's, not the store's.
             measured.spent.kinds += requests_in(log, mark)
             measured.spent.polls += gets
             measured.spent.lines += args.replica_lines

@@ -29,9 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"also {DEBUG_VARIABLE}=1)",
     )
     # The client's commands: loaded here, never by `serve`, which starts vLLM without them.
-    from vllm_sagemaker.deploy.aws import commands
-    from vllm_sagemaker.deploy.batch import runner as batch
-    from vllm_sagemaker.deploy.transform import runner as transform
+    from vllm_sagemaker.deploy.batch import command as batch
+    from vllm_sagemaker.deploy.kit import cli as deploy
+    from vllm_sagemaker.deploy.transform import command as transform
 
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_arguments(
@@ -65,10 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
             "run stopped (unreadable input, no engine, unwritable output).",
         )
     )
-    commands.add_arguments(
+    deploy.add_arguments(
         subcommands.add_parser(
             "deploy",
-            help="deploy to SageMaker: " + ", ".join(subcommand_names(commands.add_arguments)),
+            help="deploy to SageMaker: " + ", ".join(subcommand_names(deploy.add_arguments)),
             description="Create SageMaker endpoints and transform jobs with LLM-sized defaults. "
             "Every command takes --dry-run to print its AWS calls as JSON without making them.",
         )
@@ -90,7 +90,7 @@ def subcommand_names(add_arguments: Callable[[argparse.ArgumentParser], None]) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `vllm-sagemaker` command. A reader that stops early (`... | head`) ends it quietly;
-    an error a user can cause in a client command is one line (`deploy.errors`), with its
+    an error a user can cause in a client command is one line (`deploy.base.errors`), with its
     traceback only under `--debug` (anywhere on the line) or VLLM_SAGEMAKER_DEBUG=1."""
     given = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in given or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = next((arg for arg in given if not arg.startswith("-")), "")
         if debug or command in ("", "serve"):
             raise
-        from vllm_sagemaker.deploy.errors import explain
+        from vllm_sagemaker.deploy.base.errors import explain
 
         line = explain(error)
         if line is None:
@@ -121,18 +121,18 @@ def _run(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command != "batch" and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    from vllm_sagemaker.deploy.aws import region
+    from vllm_sagemaker.deploy.base import region
 
     # AWS_REGION counts as AWS_DEFAULT_REGION for every client command (deploy's --region too).
     region.use_region(None, os.environ)
     if args.command == "batch":
-        from vllm_sagemaker.deploy.batch import runner as batch
+        from vllm_sagemaker.deploy.batch import command as batch
 
         return batch.main(args, extra)
     if args.command == "transform":
-        from vllm_sagemaker.deploy.transform import runner as transform
+        from vllm_sagemaker.deploy.transform import command as transform
 
         return transform.main(args)
-    from vllm_sagemaker.deploy.aws import commands
+    from vllm_sagemaker.deploy.kit import cli as deploy
 
-    return commands.main(args)
+    return deploy.main(args)

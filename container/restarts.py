@@ -8,12 +8,14 @@ gives: `PROCESS_AUTO_RECOVERY` (default true) restarts vLLM when it fails, and
 `PROCESS_MAX_START_RETRIES` (default 3, 0-100) restarts at most that many times, after which the
 container exits with status 1. Where ours differs from what its supervisord does:
 
-- a clean exit (status 0: a stop somebody asked for, see `handler.lifecycle`) is never restarted;
+- a clean exit (status 0: a stop somebody asked for, see `handler.process.lifecycle`) is never
+  restarted;
 - nor is a usage error (status 2, USAGE_ERROR): `serve` says in one line that vLLM refused its
   arguments and exits 2, as `serve` does for a configuration error of its own. Status 2 is how
   Python's argparse stops on an argument it rejects, at the start, and the same arguments would
   be rejected on every restart. It cannot be a crash: an uncaught exception exits 1, a signal is
-  not a status, and once the server runs `handler.lifecycle` exits 1 on any failure. So the rule
+  not a status, and once the server runs `handler.process.lifecycle` exits 1 on any failure. So
+  the rule
   needs no "before the server was healthy" (which `serve` does not watch): a 2 is a usage error
   whenever it comes;
 - the restarts are counted within `SAGEMAKER_RESTART_WINDOW_SECONDS`, however long vLLM ran

@@ -2,7 +2,8 @@
 
 vLLM runs in a process group of its own; `serve` stays the container's PID 1 and the parent
 (subreaper) of everything vLLM starts. When vLLM's server exits with a failure (its engine died:
-`handler.lifecycle` makes that status 1; or it was killed), `serve` kills the whole group and
+`handler.process.lifecycle` makes that status 1; or it was killed), `serve` kills the whole group
+and
 waits until no process of it is left, the engine core included (an engine core left behind
 would hold the GPU's memory and fail the next start: vLLM issue #55510), then starts vLLM again
 with the same command, as long as `container.restarts` allows. A clean exit ends `serve` with it,

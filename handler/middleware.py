@@ -12,15 +12,15 @@ bodies over the payload limit get 413, and everything else goes to vLLM untouche
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vllm_sagemaker.handler.batches import admission
-from vllm_sagemaker.handler.batches import routes as batch_routes
-from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.batches.admission import rules as admission
+from vllm_sagemaker.handler.batches.admission.window import BatchWindow
+from vllm_sagemaker.handler.batches.api import routes as batch_routes
 from vllm_sagemaker.handler.core import kinds
 from vllm_sagemaker.handler.core.config import API_KEY_VAR, Config
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.routing import custom_attributes, is_batch_work
-from vllm_sagemaker.handler.lifecycle import RESTARTS, StopRequests
-from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.process.lifecycle import RESTARTS, StopRequests
+from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records.messages import header, respond, respond_error, too_large
 from vllm_sagemaker.handler.records.pipeline import Pipeline
 from vllm_sagemaker.handler.sagemaker import adapters, custom_code, openai_path

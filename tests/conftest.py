@@ -23,6 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "rules" in item.path.parts:
             item.add_marker(pytest.mark.rules)
 
+
 # The cross-encoder's server requires this key, so auth is tested on a real engine.
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}

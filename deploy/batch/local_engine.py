@@ -64,7 +64,7 @@ def command(
 
 
 def spawn_tied(args: Sequence[str], env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
-    """Start `args` in a session of its own (a Ctrl-C at the terminal reaches the runner, which
+    """Start `args` in a session of its own (a Ctrl-C at the terminal reaches this command, which
     stops the engine in order) that still gets SIGTERM when this process ends, however it ends
     (`kill -9` included), so no engine outlives its run."""
     return subprocess.Popen(

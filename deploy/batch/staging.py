@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.handler.core.batch_lines import Outcome, repair
 
 PRIVATE_DIR_MODE = 0o700

@@ -6,7 +6,7 @@ marked as batch work (the custom attribute `priority=batch`), so the container r
 at batch priority and does not count them as live traffic. The error rules are the same for
 both: a model's refusal of the whole call (a 4xx other than 408 and 429) raises `invoke.Refused`
 and its lines become error lines; a 429 (the container keeps its engine for live traffic) or the
-service's throttling is waited out and halves the calls in flight (`deploy.batch.pace`), never a
+service's throttling is waited out and halves the calls in flight (`deploy.base.pace`), never a
 failure; a model not ready, timeouts and 5xx are retried with backoff; `invoke.InvocationFailed`
 (retries used up, or a call the service refused) ends the run, which `--resume` finishes. A 401
 (the container wants an API key) raises `invoke.KeyRefused`, which ends the run with one line: a
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from vllm_sagemaker.deploy.aws.region import REGION_HELP
-from vllm_sagemaker.deploy.batch.pace import Pace
-from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base.pace import Pace
+from vllm_sagemaker.deploy.base.region import REGION_HELP
 from vllm_sagemaker.handler.core.config import API_KEY_VAR
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
@@ -50,17 +50,17 @@ RETRY_ERRORS = frozenset(
 SERVING = frozenset({"InService", "Updating", "SystemUpdating"})
 
 
-class Destination(Protocol):
+class Target(Protocol):
     """Where mini-batches go: a `Container` or an `Endpoint`."""
 
     async def ready(self) -> None:
-        """Return once the destination can take calls; `invoke.NotReady` if it never will."""
+        """Return once the target can take calls; `invoke.NotReady` if it never will."""
 
     async def invoke(self, body: bytes) -> bytes:
         """The answer to one JSON Lines mini-batch."""
 
     def close(self) -> None:
-        """Release what the destination holds."""
+        """Release what the target holds."""
 
 
 @dataclass

@@ -83,7 +83,7 @@ class BatchApiSettings:
     not push it past; unset: twice what live requests take while no batch runs) and
     SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS (OpenAI's 24 h); with an `s3://` store, shared by
     replicas, SAGEMAKER_BATCH_CHUNK_LINES lines per chunk (unset: sized from the batch and the
-    replicas present, `handler.batches.chunking.lines_per_chunk`)."""
+    replicas present, `handler.batches.store.chunking.lines_per_chunk`)."""
 
     enabled: bool
     store: str

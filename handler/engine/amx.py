@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 
 from vllm_sagemaker.handler.core import prctl
-from vllm_sagemaker.handler.logs import logfmt, logger
+from vllm_sagemaker.handler.process.logs import logfmt, logger
 
 ARCH_GET_XCOMP_SUPP = 0x1021
 ARCH_GET_XCOMP_PERM = 0x1022

@@ -25,7 +25,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Message
 
 from vllm_sagemaker.handler.core import handler_specs
-from vllm_sagemaker.handler.logs import logger
+from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import watch_disconnect
 

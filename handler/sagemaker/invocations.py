@@ -19,8 +19,8 @@ import uuid
 
 from starlette.types import Message, Receive, Scope, Send
 
-from vllm_sagemaker.handler.batches import metrics
-from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.batches.admission import metrics
+from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.core import content_types, jsonlines
 from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.errors import RequestError
@@ -32,7 +32,7 @@ from vllm_sagemaker.handler.core.routing import (
     custom_attributes,
     is_batch_work,
 )
-from vllm_sagemaker.handler.logs import logfmt, logger
+from vllm_sagemaker.handler.process.logs import logfmt, logger
 from vllm_sagemaker.handler.records import asgi_call, minibatch
 from vllm_sagemaker.handler.records.context import RecordContext
 from vllm_sagemaker.handler.records.messages import (

@@ -4,7 +4,7 @@ import asyncio
 
 from starlette.types import ASGIApp, Scope, Send
 
-from vllm_sagemaker.handler.lifecycle import StopRequests
+from vllm_sagemaker.handler.process.lifecycle import StopRequests
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import respond
 

@@ -25,11 +25,12 @@ from tests.support.json_lines import parse_lines
 from tests.support.local_http import fronting, serving
 from tests.support.servers import SERVE, Server, free_port
 from tests.support.waiting import A_DAY_S
+from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base.invoke import Readiness
 from vllm_sagemaker.deploy.batch import local_engine
-from vllm_sagemaker.deploy.batch.runner import LINES_PER_REQUEST, stopped
+from vllm_sagemaker.deploy.batch.minibatches import LINES_PER_REQUEST
+from vllm_sagemaker.deploy.batch.run import stopped
 from vllm_sagemaker.deploy.batch.staging import staged_path, why_not_private
-from vllm_sagemaker.deploy.io import invoke
-from vllm_sagemaker.deploy.io.invoke import Readiness
 from vllm_sagemaker.handler.core.config import API_KEY_VAR
 
 # The lines a run held mid-run has answered when the test kills it: three whole mini-batches.

@@ -29,9 +29,9 @@ from tests.support.aws import moto_endpoint
 from tests.support.json_lines import parse_lines
 from tests.support.runtime_emulator import Runtime, runtime_emulator
 from tests.support.servers import Server
+from vllm_sagemaker.deploy.base import invoke
 from vllm_sagemaker.deploy.batch import targets
-from vllm_sagemaker.deploy.batch.runner import answer_chunk, chunks, too_large
-from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.deploy.batch.minibatches import answer_mini_batch, mini_batches, too_large
 from vllm_sagemaker.handler.core.batch_lines import Checked, Fault
 from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
@@ -197,7 +197,7 @@ def line(size: int, fault: Fault | None = None) -> Checked:
     ],
 )
 def test_mini_batches_are_cut_by_lines_and_bytes(sizes: list[int], expected: list[list]) -> None:
-    got = [[len(item.raw) for item in chunk] for chunk in chunks(map(line, sizes), 3, 100)]
+    got = [[len(item.raw) for item in batch] for batch in mini_batches(map(line, sizes), 3, 100)]
     assert got == expected
 
 
@@ -205,7 +205,7 @@ def test_a_line_over_the_limit_is_refused_alone() -> None:
     assert too_large(line(99), 100).fault is None
     refused = too_large(line(100), 100).fault
     assert refused is not None and refused.code == "payload_too_large"
-    assert [len(c) for c in chunks([too_large(line(150), 100), line(10)], 3, 100)] == [2]
+    assert [len(b) for b in mini_batches([too_large(line(150), 100), line(10)], 3, 100)] == [2]
 
 
 class Answering:
@@ -230,9 +230,9 @@ def finished(custom_id: str, reason: str) -> dict:
 
 
 def test_a_mini_batch_the_engine_aborted_is_not_an_answer() -> None:
-    chunk = [Checked(7, "a", b"{}"), Checked(8, "b", b"{}")]
+    mini_batch = [Checked(7, "a", b"{}"), Checked(8, "b", b"{}")]
     whole = Answering([finished("a", "length"), finished("b", "stop")])
-    assert len(asyncio.run(answer_chunk(whole, chunk))) == 2
+    assert len(asyncio.run(answer_mini_batch(whole, mini_batch))) == 2
     cut = Answering([finished("a", "length"), finished("b", "abort")])
     with pytest.raises(invoke.InvocationFailed, match="aborted line 8"):
-        asyncio.run(answer_chunk(cut, chunk))
+        asyncio.run(answer_mini_batch(cut, mini_batch))

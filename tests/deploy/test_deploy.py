@@ -13,8 +13,10 @@ import pytest
 
 from tests import ROOT
 from tests.support import cli
-from vllm_sagemaker.deploy.aws import actions, split
-from vllm_sagemaker.deploy.aws import plan as aws_plan
+from vllm_sagemaker.deploy.kit import invoke
+from vllm_sagemaker.deploy.kit.plans import endpoint as endpoint_plan
+from vllm_sagemaker.deploy.kit.plans import model as model_plan
+from vllm_sagemaker.deploy.kit.plans import names, shards
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -78,10 +80,10 @@ def test_endpoint_plan() -> None:
 
 def test_an_existing_endpoint_is_updated_to_a_new_version() -> None:
     """moto has no UpdateEndpoint, so the update plan is checked as data."""
-    calls = aws_plan.endpoint_calls(
+    calls = endpoint_plan.endpoint_calls(
         "llm",
         IMAGE,
-        aws_plan.ModelSource(model_id="org/m"),
+        model_plan.ModelSource(model_id="org/m"),
         "ml.g5.2xlarge",
         1,
         {},
@@ -159,7 +161,7 @@ def test_transform_refuses_a_model_prefix() -> None:
 
 
 @pytest.mark.parametrize(
-    ("count", "parts", "expected"),
+    ("count", "wanted", "expected"),
     [
         (300, 3, [(0, 100), (100, 200), (200, 300)]),
         (7, 3, [(0, 3), (3, 5), (5, 7)]),
@@ -167,16 +169,16 @@ def test_transform_refuses_a_model_prefix() -> None:
         (0, 3, []),
     ],
 )
-def test_split_ranges(count: int, parts: int, expected: list[tuple[int, int]]) -> None:
-    assert split.ranges(count, parts) == expected
+def test_shard_ranges(count: int, wanted: int, expected: list[tuple[int, int]]) -> None:
+    assert shards.ranges(count, wanted) == expected
 
 
 @pytest.mark.parametrize(
-    ("counts", "instances", "parts"),
+    ("counts", "instances", "cut"),
     [([300], 3, [3]), ([100, 200], 4, [2, 3]), ([5, 5, 5], 2, [1, 1, 1]), ([1], 4, [1])],
 )
-def test_parts_per_file(counts: list[int], instances: int, parts: list[int]) -> None:
-    assert split.parts_per_file(counts, instances) == parts
+def test_shards_per_file(counts: list[int], instances: int, cut: list[int]) -> None:
+    assert shards.shards_per_file(counts, instances) == cut
 
 
 def test_endpoint_then_delete_against_moto(aws: dict[str, str]) -> None:
@@ -454,7 +456,7 @@ def test_streamed_tokens_are_printed_as_they_arrive() -> None:
         b'lo"}]}\n\ndata: {"choices": [{"delta": {"content": ", world"}}]}\n',
         b"\ndata: [DONE]\n\n",
     ]
-    assert list(actions.stream_text(pieces)) == ["Hello", ", world"]
+    assert list(invoke.stream_text(pieces)) == ["Hello", ", world"]
 
 
 @pytest.mark.parametrize("command", ["endpoint", "transform"])
@@ -506,10 +508,10 @@ def test_async_endpoint_marks_the_container() -> None:
     ],
 )
 def test_which_names_are_versions_of_chat(candidate: str, ours: bool) -> None:
-    assert aws_plan.is_version_of("chat", candidate) is ours
+    assert names.is_version_of("chat", candidate) is ours
 
 
-PREFIX_SOURCE = aws_plan.ModelSource(model_prefix="s3://m/llama/")
+PREFIX_SOURCE = model_plan.ModelSource(model_prefix="s3://m/llama/")
 
 
 @pytest.mark.parametrize(
@@ -553,12 +555,12 @@ PREFIX_SOURCE = aws_plan.ModelSource(model_prefix="s3://m/llama/")
     ],
 )
 def test_model_differences(held: dict[str, Any], role_known: bool, differences: list[str]) -> None:
-    planned = aws_plan.create_model("m", IMAGE, PREFIX_SOURCE, {}, ROLE)
+    planned = model_plan.create_model("m", IMAGE, PREFIX_SOURCE, {}, ROLE)
     container = {**planned.params["PrimaryContainer"]}
     existing: dict[str, Any] = {"PrimaryContainer": container, "ExecutionRoleArn": ROLE}
     for key, value in held.items():
         (existing if key == "ExecutionRoleArn" else container)[key] = value
-    assert aws_plan.model_differences(existing, planned, role_known) == differences
+    assert model_plan.model_differences(existing, planned, role_known) == differences
 
 
 @pytest.mark.parametrize(
@@ -571,7 +573,7 @@ def test_model_differences(held: dict[str, Any], role_known: bool, differences: 
     ],
 )
 def test_split_prefix(output: str, job: str, prefix: str) -> None:
-    assert split.split_prefix(output, job) == prefix
+    assert shards.shard_prefix(output, job) == prefix
 
 
 @pytest.mark.parametrize(
@@ -584,11 +586,11 @@ def test_split_prefix(output: str, job: str, prefix: str) -> None:
     ],
 )
 def test_parts_must_not_overlap_the_input(input_prefix: str, target: str, overlap: bool) -> None:
-    assert split.overlap(input_prefix, target) is overlap
+    assert shards.overlap(input_prefix, target) is overlap
 
 
 @pytest.mark.parametrize(
-    ("key", "part"),
+    ("key", "shard"),
     [
         ("out-parts/job/a.part-00000.jsonl", True),
         ("out-parts/job/d/a.b.part-00012.jsonl", True),
@@ -599,10 +601,10 @@ def test_parts_must_not_overlap_the_input(input_prefix: str, target: str, overla
         ("out-parts/job/notes.txt", False),
     ],
 )
-def test_which_objects_are_parts(key: str, part: bool) -> None:
-    assert split.is_part(key) is part
-    if part:
-        assert split.part_name("d/a.jsonl", 7) == "d/a.part-00007.jsonl"
+def test_which_objects_are_shards(key: str, shard: bool) -> None:
+    assert shards.is_shard(key) is shard
+    if shard:
+        assert shards.shard_key("d/a.jsonl", 7) == "d/a.part-00007.jsonl"
 
 
 def test_a_dry_run_that_cannot_read_says_what_it_assumed() -> None:

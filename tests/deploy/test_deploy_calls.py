@@ -28,7 +28,7 @@ from tests.deploy.test_deploy import (
 )
 from tests.deploy.test_fleet import fleet_args
 from vllm_sagemaker.container import cli
-from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.deploy.base import storage
 
 # The parameter that names what a call touches, first found first.
 _TARGETS = (

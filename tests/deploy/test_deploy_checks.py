@@ -1,5 +1,5 @@
-"""What `deploy` checks before it calls AWS (`deploy.aws.validate`), which region it works in
-(`deploy.aws.region`), and that its help loads no boto3.
+"""What `deploy` checks before it calls AWS (`deploy.kit.checks`), which region it works in
+(`deploy.base.region`), and that its help loads no boto3.
 
 Each rule is a table; the command-level tests run `vllm-sagemaker deploy` as a user would, with no
 AWS at all for the checks (they come before any call) and against moto for the regions.
@@ -20,9 +20,11 @@ import pytest
 from tests.deploy.test_deploy import CHECKOUT, IMAGE, ROLE, deploy, fake_builders, model_options
 from tests.support import cli, processes
 from vllm_sagemaker.container import serve
-from vllm_sagemaker.deploy import errors
-from vllm_sagemaker.deploy.aws import commands, instances, region, validate
+from vllm_sagemaker.deploy.base import errors, region
 from vllm_sagemaker.deploy.image import builders
+from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit import cli as deploy_cli
+from vllm_sagemaker.deploy.kit.plans import instances
 from vllm_sagemaker.handler.core.environment import environment_problems
 
 # No AWS settings at all, and nothing to read them from: a check that calls AWS would say so.
@@ -62,7 +64,7 @@ def without_aws() -> dict[str, str]:
     ],
 )
 def test_names(name: str, command: str, problem: str | None) -> None:
-    found = validate.name_problem(name, validate.derived_names(command, name))
+    found = checks.name_problem(name, checks.derived_names(command, name))
     if problem is None:
         assert found is None
         return
@@ -72,10 +74,8 @@ def test_names(name: str, command: str, problem: str | None) -> None:
 
 @pytest.mark.parametrize(("command", "longest"), [("endpoint", 47), ("batch", 55), ("delete", 63)])
 def test_the_longest_name_is_what_the_derived_names_leave(command: str, longest: int) -> None:
-    assert validate.longest_name(command) == longest
-    assert (
-        validate.name_problem("x" * longest, validate.derived_names(command, "x" * longest)) is None
-    )
+    assert checks.longest_name(command) == longest
+    assert checks.name_problem("x" * longest, checks.derived_names(command, "x" * longest)) is None
 
 
 @pytest.mark.parametrize(
@@ -97,11 +97,11 @@ def test_the_longest_name_is_what_the_derived_names_leave(command: str, longest:
     ],
 )
 def test_instance_types(value: str, problem: str | None, warning: str | None) -> None:
-    found = validate.instance_type_problem(value)
+    found = checks.instance_type_problem(value)
     assert (found is None) is (problem is None), found
     if problem:
         assert found is not None and problem in found and value in found
-    told = validate.instance_type_warning(value)
+    told = checks.instance_type_warning(value)
     assert (told is None) is (warning is None), told
     if warning:
         assert told is not None and warning in told and "SM_VLLM_TENSOR_PARALLEL_SIZE" in told
@@ -145,7 +145,7 @@ def test_which_image_an_instance_type_takes(
     instance_type: str, target: str | None, warning: str | None
 ) -> None:
     assert instances.image_target(instance_type) == target
-    told = validate.instance_image_warning(instance_type)
+    told = checks.instance_image_warning(instance_type)
     assert (told is None) is (warning is None), told
     if warning:
         assert told is not None and told.startswith(f"--instance-type {instance_type}: " + warning)
@@ -173,7 +173,7 @@ def test_the_families_are_sorted_once() -> None:
     ],
 )
 def test_which_image_a_tag_names(tag: str, target: str | None) -> None:
-    assert validate.named_target(tag) == target
+    assert checks.named_target(tag) == target
 
 
 @pytest.mark.parametrize(
@@ -186,7 +186,7 @@ def test_which_image_a_tag_names(tag: str, target: str | None) -> None:
     ],
 )
 def test_image_tags(image: str, tag: str | None) -> None:
-    assert validate.image_tag(image) == tag
+    assert checks.image_tag(image) == tag
 
 
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker"
@@ -216,7 +216,7 @@ ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker"
 def test_the_image_must_fit_the_instance(
     image: str, instance_type: str, problem: str | None
 ) -> None:
-    found = validate.image_instance_problem(image, instance_type)
+    found = checks.image_instance_problem(image, instance_type)
     if problem is None:
         assert found is None
         return
@@ -226,21 +226,21 @@ def test_the_image_must_fit_the_instance(
 @pytest.mark.parametrize(
     ("check", "value", "problem"),
     [
-        (validate.repository_problem, "vllm-sagemaker", None),
-        (validate.repository_problem, "team/vllm_sagemaker.v2", None),
-        (validate.repository_problem, "Vllm", "--repository 'Vllm': ECR repository names are"),
-        (validate.repository_problem, "vllm sagemaker", "--repository"),
-        (validate.repository_problem, "x", "2-256"),
-        (validate.repository_problem, "team//vllm", "--repository"),
-        (validate.repository_problem, "vllm-", "--repository"),
-        (validate.repository_problem, "a" * 257, "2-256"),
-        (validate.tag_problem, "cpu", None),
-        (validate.tag_problem, "v1.2_rc-3", None),
-        (validate.tag_problem, "x" * 128, None),
-        (validate.tag_problem, "x" * 129, "--tag 'xxxx"),
-        (validate.tag_problem, ".v1", "not starting with a dot or hyphen"),
-        (validate.tag_problem, "v1:2", "--tag 'v1:2': image tags are 1-128"),
-        (validate.tag_problem, "", "--tag '': image tags"),
+        (checks.repository_problem, "vllm-sagemaker", None),
+        (checks.repository_problem, "team/vllm_sagemaker.v2", None),
+        (checks.repository_problem, "Vllm", "--repository 'Vllm': ECR repository names are"),
+        (checks.repository_problem, "vllm sagemaker", "--repository"),
+        (checks.repository_problem, "x", "2-256"),
+        (checks.repository_problem, "team//vllm", "--repository"),
+        (checks.repository_problem, "vllm-", "--repository"),
+        (checks.repository_problem, "a" * 257, "2-256"),
+        (checks.tag_problem, "cpu", None),
+        (checks.tag_problem, "v1.2_rc-3", None),
+        (checks.tag_problem, "x" * 128, None),
+        (checks.tag_problem, "x" * 129, "--tag 'xxxx"),
+        (checks.tag_problem, ".v1", "not starting with a dot or hyphen"),
+        (checks.tag_problem, "v1:2", "--tag 'v1:2': image tags are 1-128"),
+        (checks.tag_problem, "", "--tag '': image tags"),
     ],
 )
 def test_repository_and_tag_names(
@@ -264,7 +264,7 @@ def test_repository_and_tag_names(
     ],
 )
 def test_a_tag_names_the_image_it_tags(target: str, tag: str, problem: str | None) -> None:
-    found = validate.target_tag_problem(target, tag)
+    found = checks.target_tag_problem(target, tag)
     if problem is None:
         assert found is None
         return
@@ -357,7 +357,7 @@ def test_a_failed_command_is_one_line() -> None:
     ],
 )
 def test_s3_uris(option: str, value: str, archive: bool, problem: str | None) -> None:
-    found = validate.s3_problem(option, value, archive)
+    found = checks.s3_problem(option, value, archive)
     if problem is None:
         assert found is None
         return
@@ -381,7 +381,7 @@ def test_s3_uris(option: str, value: str, archive: bool, problem: str | None) ->
     ],
 )
 def test_images(value: str, ok: bool) -> None:
-    found = validate.image_problem(value)
+    found = checks.image_problem(value)
     assert (found is None) is ok, found
     if not ok:
         assert found is not None and "deploy image" in found and value in found
@@ -400,7 +400,7 @@ def test_images(value: str, ok: bool) -> None:
     ],
 )
 def test_roles(value: str, ok: bool) -> None:
-    found = validate.role_problem("--role", value)
+    found = checks.role_problem("--role", value)
     assert (found is None) is ok, found
     if not ok:
         assert found is not None and found.startswith(f"--role {value!r}: not an IAM role ARN")
@@ -411,7 +411,7 @@ def test_roles(value: str, ok: bool) -> None:
     [("us-east-1", True), ("eu-central-2", True), ("us-gov-west-1", True), ("nowhere", False)],
 )
 def test_regions(value: str, ok: bool) -> None:
-    assert (validate.region_problem(value) is None) is ok
+    assert (checks.region_problem(value) is None) is ok
 
 
 @pytest.mark.parametrize(
@@ -426,7 +426,7 @@ def test_regions(value: str, ok: bool) -> None:
     ],
 )
 def test_ranges(option: str, value: int, least: int, most: int | None, problem: str | None) -> None:
-    found = validate.range_problem(option, value, least, most)
+    found = checks.range_problem(option, value, least, most)
     assert (found is None) is (problem is None)
     assert problem is None or (found is not None and problem in found)
 
@@ -435,7 +435,7 @@ def test_ranges(option: str, value: int, least: int, most: int | None, problem: 
     ("payload", "concurrent", "ok"), [(1, 2, True), (50, 2, True), (50, 3, False), (100, 0, True)]
 )
 def test_payload_in_flight(payload: int, concurrent: int, ok: bool) -> None:
-    assert (validate.payload_problem(payload, concurrent) is None) is ok
+    assert (checks.payload_problem(payload, concurrent) is None) is ok
 
 
 @pytest.mark.parametrize(
@@ -461,7 +461,7 @@ def test_payload_in_flight(payload: int, concurrent: int, ok: bool) -> None:
     ],
 )
 def test_env(pairs: list[str], problem: str | None) -> None:
-    found = validate.env_problem(pairs)
+    found = checks.env_problem(pairs)
     if problem is None:
         assert found is None
         return
@@ -492,7 +492,7 @@ def test_deploy_refuses_what_serve_refuses(
     (line,) = capsys.readouterr().err.splitlines()
     problems = environment_problems(variables, None)
     assert problems and line == "serve: " + "; ".join(problems)
-    found = validate.env_problem([f"{k}={v}" for k, v in variables.items()])
+    found = checks.env_problem([f"{k}={v}" for k, v in variables.items()])
     assert found == "--env: the container's serve would refuse it: " + "; ".join(problems)
 
 
@@ -507,7 +507,7 @@ def test_the_client_checks_handler_specs_by_form_only() -> None:
     ("body", "ok"), [(b'{"prompt": "hi"}', True), (b"[1, 2]", True), (b"{not json", False)]
 )
 def test_bodies(body: bytes, ok: bool) -> None:
-    found = validate.json_problem("--body", body)
+    found = checks.json_problem("--body", body)
     assert (found is None) is ok
     if not ok:
         assert found is not None and found.startswith("--body: not JSON (")
@@ -515,7 +515,7 @@ def test_bodies(body: bytes, ok: bool) -> None:
 
 def parsed(*args: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    commands.add_arguments(parser)
+    deploy_cli.add_arguments(parser)
     return parser.parse_args(list(args))
 
 
@@ -622,7 +622,7 @@ BATCH = [
 def test_what_each_command_checks(
     args: list[str], environ: dict[str, str], problem: str | None
 ) -> None:
-    found = validate.check(parsed(*args), environ)
+    found = checks.check(parsed(*args), environ)
     if problem is None:
         assert found.problems == []
         return
@@ -809,8 +809,8 @@ IMPORTS_BOTO3 = "import sys; {}; print('boto3' in sys.modules or 'botocore' in s
 @pytest.mark.parametrize(
     "statement",
     [
-        "import argparse; from vllm_sagemaker.deploy.aws import commands; "
-        "commands.add_arguments(argparse.ArgumentParser())",
+        "import argparse; from vllm_sagemaker.deploy.kit import cli; "
+        "cli.add_arguments(argparse.ArgumentParser())",
         "from vllm_sagemaker.container import cli; cli.build_parser()",
     ],
 )

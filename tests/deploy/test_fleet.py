@@ -22,11 +22,13 @@ from tests.support import cli
 from tests.support.json_lines import parse_lines
 from tests.support.servers import Server
 from tests.support.transform_emulator import Fleet, transform_emulator
-from vllm_sagemaker.deploy.aws.plan import MAX_NAME
-from vllm_sagemaker.deploy.fleet import runner as fleet
-from vllm_sagemaker.deploy.fleet.jobs import JobSpec
-from vllm_sagemaker.deploy.fleet.shards import Job, Plan, Shard, job_name, shard_sizes
-from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.kit.fleet import run as fleet
+from vllm_sagemaker.deploy.kit.fleet import state as fleet_state
+from vllm_sagemaker.deploy.kit.fleet.jobs import JobSpec
+from vllm_sagemaker.deploy.kit.fleet.state import Job, Shard
+from vllm_sagemaker.deploy.kit.plans.names import MAX_NAME, job_name
+from vllm_sagemaker.deploy.kit.plans.shards import shard_sizes
 
 
 def request(i: int) -> dict[str, Any]:
@@ -231,9 +233,9 @@ class SlowFirstShard:
 
 
 def run_slots(tmp_path: Path, jobs: SlowFirstShard) -> bool:
-    plan = Plan("in.jsonl", "sha256:0", 4, 4, [Shard(i, 1) for i in range(4)])
+    state = fleet_state.Fleet("in.jsonl", "sha256:0", 4, 4, [Shard(i, 1) for i in range(4)])
     layout = fleet.Layout(str(tmp_path / "work"))
-    return asyncio.run(asyncio.wait_for(fleet.run_shards(plan, layout, jobs, "b"), 120))
+    return asyncio.run(asyncio.wait_for(fleet.run_shards(state, layout, jobs, "b"), 120))
 
 
 def test_a_slot_takes_the_next_shard_as_soon_as_its_job_ends(tmp_path: Path) -> None:
@@ -289,7 +291,7 @@ def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -
         "work/shards/shard-00000/input.jsonl",
         "work/shards/shard-00001/input.jsonl",
         "work/shards/shard-00002/input.jsonl",
-        "work/plan.json",
+        "work/fleet.json",
         "out.jsonl",
     ]
     jobs = [c["params"] for c in calls if c["operation"] == "CreateTransformJob"]
@@ -314,9 +316,9 @@ def test_a_local_dry_run_prints_the_shards_and_runs_nothing(tmp_path: Path) -> N
         shard_lines="10",
     )
     assert done.returncode == 0, done.stderr
-    plan = json.loads(done.stdout)
-    assert (plan["lines"], plan["requests"]) == (32, 30)
-    assert [shard["lines"] for shard in plan["shards"]] == [10, 10, 10]
+    state = json.loads(done.stdout)
+    assert (state["lines"], state["requests"]) == (32, 30)
+    assert [shard["lines"] for shard in state["shards"]] == [10, 10, 10]
     assert not (tmp_path / "work").exists() and not (tmp_path / "out.jsonl").exists()
 
 

@@ -17,8 +17,8 @@ from tests.support.json_lines import parse_lines
 from tests.support.local_http import fronting
 from tests.support.servers import Server, free_port
 from tests.support.waiting import A_DAY_S
-from vllm_sagemaker.deploy.fleet.jobs import JobSpec, LocalJobs, TransformSettings
-from vllm_sagemaker.deploy.fleet.shards import Job
+from vllm_sagemaker.deploy.kit.fleet.jobs import JobSpec, LocalJobs, TransformSettings
+from vllm_sagemaker.deploy.kit.fleet.state import Job
 
 JSONL = "application/jsonlines"
 LINES = ["--split-type", "Line", "--assemble-with", "Line"]

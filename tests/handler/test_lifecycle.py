@@ -1,4 +1,4 @@
-"""Stop requests and the exit status (vllm_sagemaker.handler.lifecycle), without an engine."""
+"""Stop requests and the exit status (`handler.process.lifecycle`), without an engine."""
 
 import signal
 import subprocess
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support import processes
-from vllm_sagemaker.handler.lifecycle import StopRequests
+from vllm_sagemaker.handler.process.lifecycle import StopRequests
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-c",
-            "from vllm_sagemaker.handler.lifecycle import StopRequests\n" + code,
+            "from vllm_sagemaker.handler.process.lifecycle import StopRequests\n" + code,
         ],
         text=True,
         timeout=300,

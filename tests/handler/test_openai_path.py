@@ -21,7 +21,7 @@ from tests.support import cli
 from tests.support.aws import REGION, moto_endpoint
 from tests.support.runtime_emulator import Runtime, runtime_emulator
 from tests.support.servers import Server
-from vllm_sagemaker.deploy.aws import token
+from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.handler.core import model_names
 from vllm_sagemaker.handler.core.model_names import Models
 

@@ -1,15 +1,18 @@
-"""Imports point one way: core <- container, server, client (docs/development.md, "Layers").
+"""Imports point one way: core <- container, server, client (docs/development.md, "Layers"),
+and inside the client: base <- batch, transform, image <- kit.
 
 The walk reads every import of `container/`, `handler/` and `deploy/` (also those inside
-functions) and fails on an arrow against the layers, or on a package a layer must not load.
+functions) and fails on an arrow against the layers, on a package a layer must not load, or on
+folders that import each other round a cycle.
 """
 
 import ast
+import collections
 import json
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -27,7 +30,16 @@ LAYER_PREFIXES = {
     "vllm_sagemaker.container.__main__": "entry",
     "vllm_sagemaker.handler": "server",
     "vllm_sagemaker.deploy": "client",
+    "vllm_sagemaker.deploy.base": "client.base",
+    "vllm_sagemaker.deploy.batch": "client.batch",
+    "vllm_sagemaker.deploy.transform": "client.transform",
+    "vllm_sagemaker.deploy.image": "client.image",
+    "vllm_sagemaker.deploy.kit": "client.kit",
 }
+# The client's layers: `base` the pieces every command shares; `batch`, `transform` and `image`
+# the commands and tools that stand on it alone; `kit` the deploy kit, whose `--local` jobs run
+# the local transform and whose `deploy image` builds the image.
+CLIENT = {"client", "client.base", "client.batch", "client.transform", "client.image", "client.kit"}
 # Which layers each layer may import. The entry is the `vllm-sagemaker` command: it dispatches
 # to `serve` and to the client's commands.
 MAY_IMPORT = {
@@ -35,14 +47,19 @@ MAY_IMPORT = {
     "container": {"core", "container"},
     "server": {"core", "server"},
     "client": {"core", "client"},
-    "entry": {"core", "container", "client", "entry"},
+    "client.base": {"core", "client.base"},
+    "client.batch": {"core", "client.base", "client.batch"},
+    "client.transform": {"core", "client.base", "client.transform"},
+    "client.image": {"core", "client.base", "client.image"},
+    "client.kit": {"core", "client.base", "client.transform", "client.image", "client.kit"},
+    "entry": {"core", "container", "entry", *CLIENT},
 }
 # What a layer may import beside the standard library and our own modules (None: anything the
 # server install brings). The client's list is its install's dependencies (pyproject.toml).
-THIRD_PARTY = {
+THIRD_PARTY: dict[str, frozenset[str] | None] = {
     "core": frozenset(),
     "container": frozenset({"vllm"}),
-    "client": frozenset({"boto3", "botocore", "httpx", "tqdm"}),
+    **{client: frozenset({"boto3", "botocore", "httpx", "tqdm"}) for client in CLIENT},
     "entry": frozenset(),
     "server": None,
 }
@@ -101,16 +118,16 @@ def our_files() -> list[Path]:
 @pytest.mark.parametrize(
     ("importer", "imported", "why"),
     [
-        ("vllm_sagemaker.deploy.batch.runner", "vllm_sagemaker.handler.core.jsonlines", None),
+        ("vllm_sagemaker.deploy.batch.run", "vllm_sagemaker.handler.core.jsonlines", None),
         (
-            "vllm_sagemaker.deploy.io.storage",
+            "vllm_sagemaker.deploy.base.storage",
             "vllm_sagemaker.handler.records.messages",
-            "client -> server",
+            "client.base -> server",
         ),
         (
-            "vllm_sagemaker.handler.batches.routes",
-            "vllm_sagemaker.deploy.io.storage",
-            "server -> client",
+            "vllm_sagemaker.handler.batches.api.routes",
+            "vllm_sagemaker.deploy.base.storage",
+            "server -> client.base",
         ),
         (
             "vllm_sagemaker.handler.core.config",
@@ -130,17 +147,68 @@ def our_files() -> list[Path]:
         ),
         (
             "vllm_sagemaker.container.serve",
-            "vllm_sagemaker.deploy.aws.commands",
-            "container -> client",
+            "vllm_sagemaker.deploy.kit.cli",
+            "container -> client.kit",
         ),
-        ("vllm_sagemaker.container.cli", "vllm_sagemaker.deploy.aws.commands", None),
+        ("vllm_sagemaker.container.cli", "vllm_sagemaker.deploy.kit.cli", None),
+        ("vllm_sagemaker.container.cli", "vllm_sagemaker.deploy.batch.command", None),
         ("vllm_sagemaker.container.cli", "vllm_sagemaker.handler.middleware", "entry -> server"),
         ("vllm_sagemaker.handler.middleware", "starlette.types", None),
         ("vllm_sagemaker.handler.core.routing", "json", None),
         ("vllm_sagemaker.handler.core.routing", "boto3", "core must not import boto3"),
-        ("vllm_sagemaker.deploy.aws.commands", "boto3", None),
-        ("vllm_sagemaker.deploy.batch.runner", "starlette", "client must not import starlette"),
-        ("vllm_sagemaker.deploy.batch.runner", "vllm.entrypoints", "client must not import vllm"),
+        ("vllm_sagemaker.deploy.kit.endpoint", "boto3", None),
+        (
+            "vllm_sagemaker.deploy.batch.run",
+            "starlette",
+            "client.batch must not import starlette",
+        ),
+        (
+            "vllm_sagemaker.deploy.base.invoke",
+            "vllm.entrypoints",
+            "client.base must not import vllm",
+        ),
+        # Inside the client: base <- batch, transform, image <- kit.
+        ("vllm_sagemaker.deploy.batch.run", "vllm_sagemaker.deploy.base.invoke", None),
+        (
+            "vllm_sagemaker.deploy.base.invoke",
+            "vllm_sagemaker.deploy.batch.run",
+            "client.base -> client.batch",
+        ),
+        ("vllm_sagemaker.deploy.transform.job", "vllm_sagemaker.deploy.base.storage", None),
+        (
+            "vllm_sagemaker.deploy.transform.job",
+            "vllm_sagemaker.deploy.batch.targets",
+            "client.transform -> client.batch",
+        ),
+        ("vllm_sagemaker.deploy.image.build", "vllm_sagemaker.deploy.base.run", None),
+        (
+            "vllm_sagemaker.deploy.image.build",
+            "vllm_sagemaker.deploy.kit.cli",
+            "client.image -> client.kit",
+        ),
+        ("vllm_sagemaker.deploy.kit.fleet.jobs", "vllm_sagemaker.deploy.transform.job", None),
+        (
+            "vllm_sagemaker.deploy.kit.batch",
+            "vllm_sagemaker.deploy.batch.run",
+            "client.kit -> client.batch",
+        ),
+        ("vllm_sagemaker.deploy.kit.image", "vllm_sagemaker.deploy.image.build", None),
+        (
+            "vllm_sagemaker.deploy.transform.job",
+            "vllm_sagemaker.deploy.kit.fleet.jobs",
+            "client.transform -> client.kit",
+        ),
+        ("vllm_sagemaker.deploy.kit.cli", "vllm_sagemaker.deploy.base.region", None),
+        (
+            "vllm_sagemaker.deploy.base.errors",
+            "vllm_sagemaker.deploy.kit.checks",
+            "client.base -> client.kit",
+        ),
+        (
+            "vllm_sagemaker.deploy.kit.cli",
+            "vllm_sagemaker.container.cli",
+            "client.kit -> entry",
+        ),
         ("vllm_sagemaker.container.vllm_cli", "vllm.entrypoints.cli.main", None),
         ("vllm_sagemaker.container.serve", "boto3", "container must not import boto3"),
         (
@@ -167,6 +235,92 @@ def test_no_import_points_against_the_layers() -> None:
             if why:
                 offences.append(f"{path.relative_to(ROOT)}:{line}: {imported} ({why})")
     assert offences == []
+
+
+def is_ours(module: str) -> bool:
+    """Whether `module` names one of our modules or packages."""
+    parts = module.split(".")
+    if parts[0] != NAMESPACE or len(parts) < 2:
+        return False
+    path = ROOT.joinpath(*parts[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def folder(module: str) -> str:
+    """The folder (package) one of our modules is in; a package is its own folder."""
+    path = ROOT.joinpath(*module.split(".")[1:])
+    return module if (path / "__init__.py").is_file() else module.rpartition(".")[0]
+
+
+def our_imports(path: Path) -> Iterator[str]:
+    """Our modules a file imports, function-level ones included: `from P import m` imports the
+    module P.m when there is one, else P."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            module = node.module
+            found = [
+                f"{module}.{alias.name}" if is_ours(f"{module}.{alias.name}") else module
+                for alias in node.names
+            ]
+        else:
+            continue
+        yield from (name for name in found if is_ours(name))
+
+
+def cycle(edges: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """One cycle of a graph, as its nodes in order with the first again at the end; None when
+    there is none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for after in sorted(edges.get(node, ())):
+            found = visit(after)
+            if found:
+                return found
+        path.pop()
+        done.add(node)
+        return None
+
+    for node in sorted(edges):
+        found = visit(node)
+        if found:
+            return found
+    return None
+
+
+@pytest.mark.parametrize(
+    ("edges", "found"),
+    [
+        ({"a": {"b"}, "b": {"c"}}, None),
+        ({"a": {"b", "c"}, "b": {"c"}}, None),
+        ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"b"}}, ["b", "c", "b"]),
+    ],
+)
+def test_a_cycle_is_found(edges: dict[str, set[str]], found: list[str] | None) -> None:
+    assert cycle(edges) == found
+
+
+def test_no_folders_import_each_other_round_a_cycle() -> None:
+    """Between the folders (packages) of the three, imports form no cycle: a folder that imports
+    a module of another is never imported back by it, directly or round others (a package's
+    own modules and its subpackages' count as two folders)."""
+    edges: dict[str, set[str]] = collections.defaultdict(set)
+    for path in our_files():
+        importer = folder(module_name(path))
+        for imported in our_imports(path):
+            if folder(imported) != importer:
+                edges[importer].add(folder(imported))
+    found = cycle(edges)
+    assert found is None, "folders import each other round a cycle: " + " -> ".join(found or [])
 
 
 def test_tests_and_benchmarks_import_the_namespace() -> None:
@@ -227,6 +381,6 @@ def test_the_client_commands_load_nothing_of_the_server() -> None:
         "from vllm_sagemaker.container import cli\ncli.build_parser().format_help()"
     )
     ours = [m for m in loaded if m.startswith(NAMESPACE + ".")]
-    assert f"{NAMESPACE}.deploy.aws.commands" in ours
+    assert f"{NAMESPACE}.deploy.kit.cli" in ours
     assert [m for m in ours if layer(m) == "server"] == []
     assert [m for m in loaded if m.split(".")[0] in ("starlette", "fastapi", "vllm", "torch")] == []

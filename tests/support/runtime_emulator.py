@@ -10,19 +10,27 @@ every Nth call (400 `ThrottlingException`). boto3's `sagemaker-runtime` client t
 
 It also serves SageMaker's OpenAI-compatible path, `POST /endpoints/{name}/openai/v1/chat/
 completions`: a request needs `Authorization: Bearer <token>` (401 without one), a token made as
-the SageMaker SDK makes it (`deploy/aws/token.py`), whose SigV4 signature the emulator computes
-again with botocore from the secret of its access key (403 for a bad, expired or other-region
-token). The body goes to the container as it came, as `POST /v1/chat/completions` (the one
-container error quoted from a real endpoint came from that route), and the container's answer
-comes back as it is: status, body and streams.
+the SageMaker SDK's `generate_token` makes it: `sagemaker-api-key-` and the base64 of a presigned
+`POST sagemaker.amazonaws.com/?Action=CallWithBearerToken` (SigV4, service `sagemaker`, `host`
+the only signed header, at most 12 h) without its scheme, `&Version=1` appended. The emulator
+reads the token with its own copy of those facts (never the client's, so a wrong constant there
+cannot pass) and computes its SigV4 signature again with botocore from the secret of its access
+key (403 for a bad, expired or other-region token). fixtures/bearer_token.json holds tokens signed
+once that way, with their inputs. The body goes to the container as it came, as `POST
+/v1/chat/completions` (the one container error quoted from a real endpoint came from that
+route), and the container's answer comes back as it is: status, body and streams.
 """
 
+import base64
+import binascii
 import contextlib
 import datetime
 import http.server
 import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl
 
 import httpx
 from botocore.auth import SigV4QueryAuth
@@ -30,11 +38,21 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
 
 from tests.support.local_http import serving
-from vllm_sagemaker.deploy.aws import token
 
 MAX_BODY_BYTES = 6 * 1000 * 1000
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 OPENAI_CHAT = ["openai", "v1", "chat", "completions"]
+# SageMaker's bearer tokens, as the SageMaker SDK (sagemaker.core.token_generator) makes them.
+TOKEN_SERVICE = "sagemaker"
+TOKEN_HOST = "sagemaker.amazonaws.com"
+TOKEN_ACTION = "CallWithBearerToken"
+TOKEN_PREFIX = "sagemaker-api-key-"
+TOKEN_VERSION = "&Version=1"
+TOKEN_MAX_S = 12 * 60 * 60
+SIGV4_DATE = "%Y%m%dT%H%M%SZ"
+# How far in the future a signing time may be (AWS's SigV4 clock-skew allowance).
+SKEW = datetime.timedelta(minutes=15)
+TOKEN_FIXTURE = Path(__file__).with_name("fixtures") / "bearer_token.json"
 
 
 @dataclass
@@ -60,45 +78,71 @@ class Runtime:
             return throttle
 
 
+def presigned_query(value: str) -> dict[str, str] | None:
+    """The query of the presigned URL inside a token (None: not a SageMaker token)."""
+    if not value.startswith(TOKEN_PREFIX):
+        return None
+    try:
+        url = base64.b64decode(value.removeprefix(TOKEN_PREFIX), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    if not url.startswith(f"{TOKEN_HOST}/?") or not url.endswith(TOKEN_VERSION):
+        return None
+    return dict(parse_qsl(url.removeprefix(f"{TOKEN_HOST}/?")))
+
+
 def signature(query: dict[str, str], secret: str, region: str) -> str:
     """The SigV4 signature a token's presigned URL should carry, computed again by botocore at
     the token's own time."""
     access_key = query["X-Amz-Credential"].split("/")[0]
     credentials = ReadOnlyCredentials(access_key, secret, query.get("X-Amz-Security-Token"))
-    auth = SigV4QueryAuth(credentials, token.SERVICE, region, expires=int(query["X-Amz-Expires"]))
+    auth = SigV4QueryAuth(credentials, TOKEN_SERVICE, region, expires=int(query["X-Amz-Expires"]))
     request = AWSRequest(
         method="POST",
-        url=f"https://{token.HOST}/",
-        headers={"host": token.HOST},
-        params={"Action": token.ACTION},
+        url=f"https://{TOKEN_HOST}/",
+        headers={"host": TOKEN_HOST},
+        params={"Action": TOKEN_ACTION},
     )
     request.context["timestamp"] = query["X-Amz-Date"]
     auth._modify_request_before_signing(request)
     return auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
 
 
-def token_problem(authorization: str | None, runtime: Runtime) -> tuple[int, str] | None:
-    """Why a request on the OpenAI path is refused, as (status, message); None: it is not."""
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+def token_problem(
+    authorization: str | None, runtime: Runtime, now: datetime.datetime | None = None
+) -> tuple[int, str] | None:
+    """Why a request on the OpenAI path is refused at `now` (naive UTC; None: the current
+    time), as (status, message); None: it is not."""
     if not authorization or not authorization.startswith("Bearer "):
         return 401, "Missing Authentication Token: send Authorization: Bearer <token>"
-    query = token.presigned_query(authorization.removeprefix("Bearer ").strip())
+    query = presigned_query(authorization.removeprefix("Bearer ").strip())
     invalid = (403, "The bearer token included in the request is invalid.")
-    if query is None or query.get("Action") != token.ACTION or query.get("Version") != "1":
+    if query is None or query.get("Action") != TOKEN_ACTION or query.get("Version") != "1":
         return invalid
     try:
-        access_key, _, region, service, _ = query["X-Amz-Credential"].split("/")
-        signed = datetime.datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+        access_key, day, region, service, terminator = query["X-Amz-Credential"].split("/")
+        signed = datetime.datetime.strptime(query["X-Amz-Date"], SIGV4_DATE)
         expires = int(query["X-Amz-Expires"])
     except (KeyError, ValueError):
         return invalid
     secret = runtime.secrets.get(access_key)
-    if secret is None or service != token.SERVICE or region != runtime.region:
+    if secret is None or (service, terminator) != (TOKEN_SERVICE, "aws4_request"):
         return invalid
-    if not 0 < expires <= token.MAX_S:
+    if region != runtime.region or day != query["X-Amz-Date"][:8]:
         return invalid
-    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    if query.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
+        return invalid
+    if query.get("X-Amz-SignedHeaders") != "host" or not 0 < expires <= TOKEN_MAX_S:
+        return invalid
+    now = now or utc_now()
     if now > signed + datetime.timedelta(seconds=expires):
         return 403, "The bearer token has expired."
+    if signed > now + SKEW:
+        return invalid
     if signature(query, secret, region) != query.get("X-Amz-Signature"):
         return invalid
     return None

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from tests.support import cli
-from vllm_sagemaker.deploy.errors import explain
-from vllm_sagemaker.deploy.io import storage
+from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base.errors import explain
 
 
 def client_error(code: str, message: str, operation: str = "CreateModel") -> Exception:

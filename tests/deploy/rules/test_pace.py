@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from vllm_sagemaker.deploy.batch import pace
-from vllm_sagemaker.deploy.batch.pace import Pace
-from vllm_sagemaker.deploy.io import invoke
+from vllm_sagemaker.deploy.base import invoke, pace
+from vllm_sagemaker.deploy.base.pace import Pace
 
 
 @pytest.mark.parametrize(

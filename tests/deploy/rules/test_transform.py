@@ -1,4 +1,4 @@
-"""The local transform runner's rules: JSONPath, DataProcessing, packing, SageMaker's precedence
+"""The local transform job's rules: JSONPath, DataProcessing, packing, SageMaker's precedence
 and output assembly, as tables of cases."""
 
 import json
@@ -7,9 +7,7 @@ from typing import Any
 import pytest
 
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
-from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
-from vllm_sagemaker.deploy.transform.packing import RecordTooLarge, mini_batches, whole_file
-from vllm_sagemaker.deploy.transform.runner import (
+from vllm_sagemaker.deploy.transform.job import (
     FileFailed,
     JobError,
     Settings,
@@ -18,6 +16,8 @@ from vllm_sagemaker.deploy.transform.runner import (
     check,
     settings,
 )
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
+from vllm_sagemaker.deploy.transform.packing import RecordTooLarge, mini_batches, whole_file
 
 RECORD = {"id": 7, "a": {"b": [10, 20, 30, 40]}, "tags": ["x", "y"], "SageMakerOutput": {"v": 1}}
 

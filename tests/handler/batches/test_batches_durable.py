@@ -33,7 +33,7 @@ from tests.handler.batches.test_batches_api import (
 )
 from tests.support import cli, processes, reaper, server_deaths, servers, waiting
 from tests.support.json_lines import parse_lines
-from vllm_sagemaker.handler.batches import admission
+from vllm_sagemaker.handler.batches.admission import rules as admission
 
 TOKENS = 64
 IN_FLIGHT = 8

@@ -28,8 +28,8 @@ from tests.handler.batches.test_batches_api import chat_line, client, lines_of
 from tests.support import processes, servers, waiting
 from tests.support.json_lines import parse_lines
 from tests.support.servers import Server
-from vllm_sagemaker.handler.batches.chunking import lines_per_chunk
-from vllm_sagemaker.handler.batches.leases import Lease, claimable
+from vllm_sagemaker.handler.batches.store.chunking import lines_per_chunk
+from vllm_sagemaker.handler.batches.store.leases import Lease, claimable
 
 SUCCESSES = "vllm:request_success_total"
 REPLICA_BUCKET = "replicas"
@@ -135,10 +135,10 @@ def replica_of(owner: str, replicas: list[Server]) -> Server:
 
 
 def first_lines(batch_id: str) -> list[int]:
-    """The number of each chunk's first line, from the batch's plan in S3."""
-    key = f"store/batches/{batch_id}/plan.json"
-    plan = json.load(boto3.client("s3").get_object(Bucket=REPLICA_BUCKET, Key=key)["Body"])
-    return [part["first_line"] for part in plan["parts"]]
+    """The number of each chunk's first line, from the batch's chunks in S3."""
+    key = f"store/batches/{batch_id}/chunks.json"
+    cut = json.load(boto3.client("s3").get_object(Bucket=REPLICA_BUCKET, Key=key)["Body"])
+    return [chunk["first_line"] for chunk in cut["chunks"]]
 
 
 def wait_for_owners(batch_id: str, count: int, timeout: float = 300) -> set[str]:

@@ -12,12 +12,12 @@ import uuid
 import boto3
 import pytest
 
-from vllm_sagemaker.handler.batches import leases
-from vllm_sagemaker.handler.batches.leases import Lease
-from vllm_sagemaker.handler.batches.s3.chunks import Chunks, Held
-from vllm_sagemaker.handler.batches.s3.objects import Bucket, Conflict, parse_uri
-from vllm_sagemaker.handler.batches.s3.runners import FRESH_S, present
-from vllm_sagemaker.handler.batches.store import StoreError
+from vllm_sagemaker.handler.batches.store import leases
+from vllm_sagemaker.handler.batches.store.leases import Lease
+from vllm_sagemaker.handler.batches.store.s3.chunks import Chunks, Held
+from vllm_sagemaker.handler.batches.store.s3.objects import Bucket, Conflict, parse_uri
+from vllm_sagemaker.handler.batches.store.s3.replicas import FRESH_S, present
+from vllm_sagemaker.handler.batches.store.types import StoreError
 
 LEASE_S = 10.0
 A, B = "host-a/1/aa", "host-b/2/bb"

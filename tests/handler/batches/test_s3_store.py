@@ -1,5 +1,5 @@
 """The S3 store without an engine, against a moto server: the same answers as the embedded
-store for files and batches, chunk plans, claims of the three kinds of work, and assembly."""
+store for files and batches, chunks, claims of the three kinds of work, and assembly."""
 
 import concurrent.futures
 import io
@@ -9,11 +9,11 @@ import boto3
 import pytest
 
 from tests.support.servers import free_port
-from vllm_sagemaker.handler.batches.batch_object import zero_usage
-from vllm_sagemaker.handler.batches.chunking import Part, cut, measured
-from vllm_sagemaker.handler.batches.s3.chunks import Chunks
-from vllm_sagemaker.handler.batches.s3.store import S3Store
-from vllm_sagemaker.handler.batches.store import StoredFile, StoreUnavailable, Work
+from vllm_sagemaker.handler.batches.store.chunking import Chunk, cut, measured
+from vllm_sagemaker.handler.batches.store.s3.chunks import Chunks
+from vllm_sagemaker.handler.batches.store.s3.store import S3Store
+from vllm_sagemaker.handler.batches.store.types import StoredFile, StoreUnavailable, Work
+from vllm_sagemaker.handler.batches.store.usage import zero_usage
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 
@@ -21,14 +21,14 @@ from vllm_sagemaker.handler.core.jsonlines import iter_records
     ("lengths", "per_chunk", "expected"),
     [
         ([], 2, []),
-        ([5], 2, [Part(0, 1, 0, 5)]),
-        ([5, 6], 2, [Part(0, 1, 0, 11)]),
-        ([5, 6, 7], 2, [Part(0, 1, 0, 11), Part(1, 3, 11, 18)]),
-        ([1, 1, 1, 1], 2, [Part(0, 1, 0, 2), Part(1, 3, 2, 4)]),
-        ([3, 3, 3], 1, [Part(0, 1, 0, 3), Part(1, 2, 3, 6), Part(2, 3, 6, 9)]),
+        ([5], 2, [Chunk(0, 1, 0, 5)]),
+        ([5, 6], 2, [Chunk(0, 1, 0, 11)]),
+        ([5, 6, 7], 2, [Chunk(0, 1, 0, 11), Chunk(1, 3, 11, 18)]),
+        ([1, 1, 1, 1], 2, [Chunk(0, 1, 0, 2), Chunk(1, 3, 2, 4)]),
+        ([3, 3, 3], 1, [Chunk(0, 1, 0, 3), Chunk(1, 2, 3, 6), Chunk(2, 3, 6, 9)]),
     ],
 )
-def test_cut(lengths: list[int], per_chunk: int, expected: list[Part]) -> None:
+def test_cut(lengths: list[int], per_chunk: int, expected: list[Chunk]) -> None:
     assert cut(lengths, per_chunk) == expected
 
 
@@ -38,15 +38,15 @@ def test_chunks_read_back_every_line_once_with_its_number() -> None:
     body = b'{"a":1}\r\n\n{"b":2}\n{"c":3}\n{"d":4}'
     lengths: list[int] = []
     whole = list(enumerate(iter_records(measured(io.BytesIO(body).readlines(), lengths)), 1))
-    parts = cut(lengths, 2)
+    chunks = cut(lengths, 2)
     again = [
         (number, record)
-        for part in parts
+        for chunk in chunks
         for number, record in enumerate(
-            iter_records(io.BytesIO(body[part.start : part.end]).readlines()), part.first_line
+            iter_records(io.BytesIO(body[chunk.start : chunk.end]).readlines()), chunk.first_line
         )
     ]
-    assert again == whole and len(parts) == 3
+    assert again == whole and len(chunks) == 3
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_files_are_listed_in_upload_order_and_paged(store: S3Store) -> None:
 def test_a_file_body_streams_back_whole_or_by_chunk(store: S3Store) -> None:
     add_file(store, "file-b", b"0123456789")
     assert store.open_body("file-b").read() == b"0123456789"
-    assert store.open_body("file-b", Part(1, 3, 2, 6)).read() == b"2345"
+    assert store.open_body("file-b", Chunk(1, 3, 2, 6)).read() == b"2345"
     with pytest.raises(FileNotFoundError):
         store.open_body("file-none")
 
@@ -134,31 +134,31 @@ def test_work_is_claimed_validation_then_chunks_then_assembly(store: S3Store) ->
     once every chunk is finished, the batch again by one, which joins the results in order."""
     store.add_batch(batch("batch_w"))
     validation = store.claim("a", 30, 4)
-    assert validation is not None and validation.part is None
+    assert validation is not None and validation.chunk is None
     assert validation.work is Work.VALIDATE
     assert store.claim("b", 30, 4) is None
-    store.add_plan("batch_w", [10, 10, 10, 10, 10])
+    store.add_chunks("batch_w", [10, 10, 10, 10, 10])
     store.change_batch("batch_w", lambda b: {**b, "status": "in_progress"}, "a")
     store.release(validation)
 
     claims = [store.claim(owner, 30, 4) for owner in ("a", "b", "a")]
-    assert sorted(c.part.index for c in claims if c and c.part) == [0, 1, 2]
+    assert sorted(c.chunk.index for c in claims if c and c.chunk) == [0, 1, 2]
     assert {c.work for c in claims if c} == {Work.LINES}
     assert store.claim("b", 30, 4) is None
     for claim in reversed(claims):
-        assert claim is not None and claim.part is not None
+        assert claim is not None and claim.chunk is not None
         directory = store.results_dir(claim)
         directory.mkdir(parents=True)
         files = {}
         for kind in ("output", "errors"):
             files[kind] = directory / kind
-            files[kind].write_bytes(f"{kind} {claim.part.index}\n".encode())
+            files[kind].write_bytes(f"{kind} {claim.chunk.index}\n".encode())
         tallies = {"completed": 1, "failed": 1, "usage": {"input_tokens": 2}, "stopped": None}
-        assert store.finish_part("batch_w", claim.part, files, tallies)
+        assert store.finish_chunk("batch_w", claim.chunk, files, tallies)
     counted = store.batch("batch_w")
     assert counted["request_counts"]["completed"] == 3 and counted["usage"]["input_tokens"] == 6
     assembly = store.claim("b", 30, 4)
-    assert assembly is not None and assembly.part is None and assembly.work is Work.ASSEMBLE
+    assert assembly is not None and assembly.chunk is None and assembly.work is Work.ASSEMBLE
     stored = StoredFile("file-w-output", 0, 1, "w.jsonl", "batch_output", None)
     assembled = store.assemble("batch_w", "output", stored)
     assert store.open_body(assembled.id).read() == b"output 0\noutput 1\noutput 2\n"
@@ -172,7 +172,7 @@ def test_a_batch_is_cut_for_the_runners_present(
     aws: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Three runners looked for work, each leaving a heartbeat: a 900-line batch is cut into
-    four chunks for each, 12 of 75 lines (`lines_per_chunk`); the first plan written stands."""
+    four chunks for each, 12 of 75 lines (`lines_per_chunk`); the first chunks written stand."""
     name = f"store-{uuid.uuid4().hex[:12]}"
     boto3.client("s3").create_bucket(Bucket=name)
     store = S3Store(f"s3://{name}/p/", str(tmp_path_factory.mktemp("staging")))
@@ -184,13 +184,14 @@ def test_a_batch_is_cut_for_the_runners_present(
         "runners/host-c/1/c",
     ]
     store.add_batch(batch("batch_s"))
-    store.add_plan("batch_s", [10] * 900)
-    plan = store.plan("batch_s")
-    assert plan is not None
-    assert [part.first_line for part in plan] == list(range(1, 901, 75))
-    assert (plan[-1].start, plan[-1].end) == (825 * 10, 9000)
-    store.add_plan("batch_s", [10] * 5)
-    assert S3Store(f"s3://{name}/p/", str(tmp_path_factory.mktemp("again"))).plan("batch_s") == plan
+    store.add_chunks("batch_s", [10] * 900)
+    chunks = store.chunks("batch_s")
+    assert chunks is not None
+    assert [chunk.first_line for chunk in chunks] == list(range(1, 901, 75))
+    assert (chunks[-1].start, chunks[-1].end) == (825 * 10, 9000)
+    store.add_chunks("batch_s", [10] * 5)
+    again = S3Store(f"s3://{name}/p/", str(tmp_path_factory.mktemp("again")))
+    assert again.chunks("batch_s") == chunks
 
 
 def test_an_unreachable_bucket_is_a_clear_store_error(

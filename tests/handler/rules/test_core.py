@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 
 from vllm_sagemaker.container import serve
-from vllm_sagemaker.deploy.aws import plan
 from vllm_sagemaker.deploy.batch import targets
-from vllm_sagemaker.deploy.fleet import runner as fleet
-from vllm_sagemaker.deploy.fleet.shards import Plan, Shard
-from vllm_sagemaker.handler.batches import batch_object, batches_api, files_api
+from vllm_sagemaker.deploy.kit.fleet import run as fleet
+from vllm_sagemaker.deploy.kit.fleet.state import Fleet, Shard
+from vllm_sagemaker.deploy.kit.plans.transform import transform_call
+from vllm_sagemaker.handler.batches.api import batch_object
+from vllm_sagemaker.handler.batches.api import batches as batches_api
+from vllm_sagemaker.handler.batches.api import files as files_api
 from vllm_sagemaker.handler.core import content_types, ids, routing, usage
 from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB
@@ -46,8 +48,8 @@ def test_a_token_count_is_a_non_negative_int_never_a_boolean_nor_a_crash(
 
 
 def _fleet_unrun_shard(tmp_path: Path) -> RequestError:
-    plan = Plan("in.jsonl", "sha256:0", 1, 1, [Shard(0, 1)])
-    (answer,) = fleet.shard_answers(plan, fleet.Layout(str(tmp_path / "work")))
+    state = Fleet("in.jsonl", "sha256:0", 1, 1, [Shard(0, 1)])
+    (answer,) = fleet.shard_answers(state, fleet.Layout(str(tmp_path / "work")))
     assert isinstance(answer, RequestError)
     return answer
 
@@ -133,7 +135,7 @@ def test_a_yes_no_variable_is_read_one_way_and_a_bad_one_stops_serve(
 
 THIRTY_DAYS_S = 30 * 24 * 3600
 _HEADERS = targets.CONTAINER_HEADERS
-_TRANSFORM = plan.transform_call("job", "s3://b/in/", "s3://b/out/", "ml.g5.xlarge", 1, 6, 1, False)
+_TRANSFORM = transform_call("job", "s3://b/in/", "s3://b/out/", "ml.g5.xlarge", 1, 6, 1, False)
 _FILE_EXPIRY = {"expires_after[anchor]": "created_at", "expires_after[seconds]": str(THIRTY_DAYS_S)}
 _OUTPUT_EXPIRY = {"anchor": "created_at", "seconds": THIRTY_DAYS_S}
 _BATCH = {"input_file_id": "file-a", "endpoint": "/v1/completions", "completion_window": "24h"}

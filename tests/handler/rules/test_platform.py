@@ -12,7 +12,7 @@ from vllm_sagemaker.container import env_args
 from vllm_sagemaker.handler.core import routing, usage
 from vllm_sagemaker.handler.core.config import MIB, Config
 from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.logs import logfmt
+from vllm_sagemaker.handler.process.logs import logfmt
 from vllm_sagemaker.handler.sagemaker import adapters, sessions
 
 SERVED = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})

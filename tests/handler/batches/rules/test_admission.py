@@ -1,12 +1,12 @@
-"""The batch admission rules (handler.batches.admission), with no engine: shrink at once when
+"""The batch admission rules (handler.batches.admission.rules), with no engine: shrink at once when
 live requests suffer, grow back gradually, the whole window after a quiet spell."""
 
 import math
 
 import pytest
 
-from vllm_sagemaker.handler.batches import admission
-from vllm_sagemaker.handler.batches.admission import Settings, State
+from vllm_sagemaker.handler.batches.admission import rules as admission
+from vllm_sagemaker.handler.batches.admission.rules import Settings, State
 
 S = Settings(full=256, slo_ratio=2.0, quiet_s=2.0, grow_every_s=1.0, shrink_every_s=0.5)
 

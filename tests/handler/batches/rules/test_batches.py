@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sagemaker.handler.batches import admission, batch_object
-from vllm_sagemaker.handler.batches.batches_api import cancelled
-from vllm_sagemaker.handler.batches.chunking import lines_per_chunk
-from vllm_sagemaker.handler.batches.store import Claim, Store, StoredFile, Work
-from vllm_sagemaker.handler.batches.window import BatchWindow
+from vllm_sagemaker.handler.batches.admission import rules as admission
+from vllm_sagemaker.handler.batches.admission.window import BatchWindow
+from vllm_sagemaker.handler.batches.api import batch_object
+from vllm_sagemaker.handler.batches.api.batches import cancelled
+from vllm_sagemaker.handler.batches.store.chunking import lines_per_chunk
+from vllm_sagemaker.handler.batches.store.sqlite import Store
+from vllm_sagemaker.handler.batches.store.types import Claim, StoredFile, Work
+from vllm_sagemaker.handler.batches.store.usage import add_usage, zero_usage
 from vllm_sagemaker.handler.core.batch_lines import MAX_LINES, validate
 from vllm_sagemaker.handler.core.errors import RequestError
 
@@ -104,8 +107,8 @@ def test_a_new_batch_is_validating_and_expires_after_the_window() -> None:
     ],
 )
 def test_usage_adds_up_every_kind(usage: dict, expected: tuple[int, int, int, int]) -> None:
-    total = batch_object.zero_usage()
-    batch_object.add_usage(total, usage)
+    total = zero_usage()
+    add_usage(total, usage)
     found = (
         total["input_tokens"],
         total["output_tokens"],
@@ -254,7 +257,7 @@ def test_a_batch_is_validated_then_its_lines_run_whole(
     store = Store(str(tmp_path))
     store.add_batch(batch("batch_a", status))
     claim = store.claim("p", 15, 1)
-    assert claim is not None and (claim.work, claim.part) == (work, None)
+    assert claim is not None and (claim.work, claim.chunk) == (work, None)
 
 
 def test_final_batches_are_never_claimed(tmp_path: Path) -> None:

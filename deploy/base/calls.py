@@ -1,0 +1,65 @@
+"""A plan's calls as data: what `--dry-run` prints and a real run makes (`deploy.base.run`).
+
+A `Call` is one AWS API call (or a write of a local file, service `file`); a body may be
+`Lines`, a range of a JSON Lines file copied out when the call is made. The rules that choose a
+command's calls are the deploy kit's (`deploy.kit.plans`).
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from vllm_sagemaker.handler.core import s3_uri
+
+# How often a run asks SageMaker whether an endpoint or a job has got where it waits for.
+POLL_S = 15.0
+
+
+@dataclass(frozen=True)
+class Call:
+    service: str
+    operation: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lines:
+    """A body made of lines [start, end) (counted from 0) of the JSON Lines file `source`."""
+
+    source: str
+    start: int
+    end: int
+
+
+def _shown(value: object) -> object:
+    """A body as the dry run prints it: bytes as text, `Lines` as what it names."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, Lines):
+        return {"lines_of": asdict(value)}
+    raise TypeError(f"{type(value).__name__} is not printable")
+
+
+def to_json(calls: Sequence[Call]) -> str:
+    return json.dumps(
+        [{"service": c.service, "operation": c.operation, "params": c.params} for c in calls],
+        indent=2,
+        default=_shown,
+    )
+
+
+def put(uri: str, body: object) -> Call:
+    """Writing `body` at `uri`: S3's PutObject, or a local file."""
+    if s3_uri.is_s3(uri):
+        bucket, key = s3_uri.s3_parts(uri)
+        return Call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": body})
+    return Call("file", "Write", {"Path": uri, "Body": body})
+
+
+def remove(uri: str) -> Call:
+    """Deleting the object or file at `uri`."""
+    if s3_uri.is_s3(uri):
+        bucket, key = s3_uri.s3_parts(uri)
+        return Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
+    return Call("file", "Remove", {"Path": uri})

@@ -1,0 +1,105 @@
+"""What a `deploy` command reads from AWS to decide its plan, in the real run and the dry run.
+
+A plan is made from reads (Describe, List, Head, Get) and only then carried out, so a dry run,
+which reads the same things, prints the writes the real run makes. Reading tells "not there"
+(None) from "could not ask": without credentials, a region or a network, a real run stops with
+one line, and a dry run either stops with that line (when no plan can be made without the
+answer) or goes on with a stated assumption, printed beside the plan.
+"""
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import boto3
+import botocore.exceptions
+from botocore import xform_name
+
+from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base.aws_errors import missing
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.handler.core import s3_uri
+
+T = TypeVar("T")
+
+# Errors that mean AWS could not be asked at all.
+UNREACHABLE = (
+    botocore.exceptions.NoCredentialsError,
+    botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.NoRegionError,
+    botocore.exceptions.EndpointConnectionError,
+    botocore.exceptions.ConnectTimeoutError,
+    storage.Unreachable,
+)
+
+
+class Reads:
+    """The reads one command makes; `assumed` lists what a dry run had to assume instead."""
+
+    def __init__(self, dry_run: bool) -> None:
+        self.dry_run = dry_run
+        self.assumed: list[str] = []
+
+    def describe(self, call: Call, assumption: str | None = None) -> dict[str, Any] | None:
+        """The answer to a read call, or None when what it reads does not exist. `assumption`:
+        what a dry run that cannot reach AWS assumes instead (then None); without one it stops."""
+
+        def ask() -> dict[str, Any] | None:
+            operation = getattr(boto3.client(call.service), xform_name(call.operation))
+            try:
+                answer: dict[str, Any] = operation(**call.params)
+            except botocore.exceptions.ClientError as error:
+                if missing(error):
+                    return None
+                raise
+            return answer
+
+        if assumption is None:
+            return self.required(ask, call.operation)
+        return self.guarded(ask, call.operation, assumption, None)
+
+    def names(self, operation: str, items: str, key: str, **params: Any) -> list[str]:
+        """Every `key` of every item of a List call, page after page."""
+
+        def listed() -> list[str]:
+            paginator = boto3.client("sagemaker").get_paginator(xform_name(operation))
+            return [item[key] for page in paginator.paginate(**params) for item in page[items]]
+
+        return self.required(listed, operation)
+
+    def s3_keys(self, prefix: str) -> list[str]:
+        """Every key under the S3 prefix `prefix` (a URI), page after page."""
+        bucket, key = s3_uri.s3_parts(prefix)
+
+        def listed() -> list[str]:
+            pages = (
+                boto3.client("s3")
+                .get_paginator("list_objects_v2")
+                .paginate(Bucket=bucket, Prefix=key)
+            )
+            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+        return self.required(listed, f"the objects under {prefix}")
+
+    def required(self, read: Callable[[], T], what: str) -> T:
+        """`read()`; SystemExit with one line naming the read when AWS cannot be asked."""
+        try:
+            return read()
+        except UNREACHABLE as error:
+            raise SystemExit(f"deploy: cannot read {what}: {_told(error)}") from None
+
+    def guarded(self, read: Callable[[], T], what: str, assumption: str, instead: T) -> T:
+        """`read()`, or for a dry run that cannot ask AWS, `instead` (the `assumption` made is
+        recorded); a real run stops as `required` does."""
+        if not self.dry_run:
+            return self.required(read, what)
+        try:
+            return read()
+        except UNREACHABLE as error:
+            self.assumed.append(f"cannot read {what} ({_told(error)}), so {assumption}")
+            return instead
+
+
+def _told(error: Exception) -> str:
+    """What went wrong, as the client's error path tells it."""
+    return explain(error) or str(error)

@@ -1,0 +1,28 @@
+"""Which AWS region `deploy` works in: `--region`, else AWS_REGION, else AWS_DEFAULT_REGION, else
+the AWS profile's. boto3 reads only AWS_DEFAULT_REGION of the two variables (AWS_REGION is what
+the AWS SDKs for other languages and AWS's own runtimes set), so the choice is made here, once,
+and handed to boto3 in the one variable it reads: every client the command makes afterwards,
+wherever it is made, works in that region. With none of them, boto3 uses the profile's region,
+and without one its NoRegionError becomes the line of `deploy.base.errors`.
+"""
+
+from collections.abc import Mapping, MutableMapping
+
+# The variables a region is read from, first found first.
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+# The one boto3 reads.
+BOTO3_VARIABLE = "AWS_DEFAULT_REGION"
+# What to do when no region is found.
+REGION_HELP = "give --region, or set AWS_REGION (or AWS_DEFAULT_REGION)"
+
+
+def chosen_region(given: str | None, env: Mapping[str, str]) -> str | None:
+    """`given` (--region), else the first region variable set; None: the profile's, if any."""
+    return given or next((env[name] for name in REGION_VARIABLES if env.get(name)), None)
+
+
+def use_region(given: str | None, env: MutableMapping[str, str]) -> None:
+    """Make boto3 (through `env`, the process's environment) use the chosen region."""
+    region = chosen_region(given, env)
+    if region:
+        env[BOTO3_VARIABLE] = region

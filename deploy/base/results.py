@@ -1,0 +1,71 @@
+"""What a client command that answers batch lines counts and where it writes them: the summary
+of lines and tokens, and the output and error files appended to as lines are answered.
+
+`vllm-sagemaker batch` and `deploy batch` both end with this summary and write their answers
+through `Sinks`.
+"""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from vllm_sagemaker.handler.core import usage
+from vllm_sagemaker.handler.core.batch_lines import Outcome
+
+
+@dataclass
+class Summary:
+    lines: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    resumed: int = 0
+    throttled: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def count(self, result: Outcome) -> None:
+        self.lines += 1
+        if result.succeeded:
+            self.succeeded += 1
+        else:
+            self.failed += 1
+        prompt, completion = usage.prompt_completion(result.usage)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+
+    def counts(self) -> str:
+        """Lines and tokens, the part every summary (of `batch` or of a fleet) starts with."""
+        return (
+            f"{self.lines} lines answered ({self.succeeded} succeeded, {self.failed} failed"
+            f"{f', {self.resumed} from before' if self.resumed else ''}), "
+            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens"
+        )
+
+    def line(self, seconds: float) -> str:
+        rate = self.lines / seconds if seconds > 0 else 0.0
+        waited = f", {self.throttled} calls throttled for live traffic" if self.throttled else ""
+        return f"{self.counts()}, {seconds:.1f} s, {rate:.1f} lines/s{waited}"
+
+
+class Writer(Protocol):
+    """An open file, or a `deploy.batch.staging.Sink` that opens its file at the first answer."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
+@dataclass
+class Sinks:
+    """The output file and the optional error file, appended to as lines finish."""
+
+    output: Writer
+    errors: Writer | None
+
+    def write(self, line: bytes, result: Outcome) -> None:
+        sink = self.errors if self.errors is not None and not result.succeeded else self.output
+        sink.write(line + b"\n")
+
+    def flush(self) -> None:
+        for sink in (self.output, self.errors):
+            if sink is not None:
+                sink.flush()

@@ -1,0 +1,41 @@
+"""`deploy delete`: the endpoint NAME and every endpoint config and model named NAME or
+`NAME-<UTC time>` (`deploy.kit.plans.delete`), one call at a time: a failed deletion is said and
+the rest go on, except that nothing of a standing endpoint is deleted after its own deletion
+failed."""
+
+import argparse
+
+import botocore.exceptions
+
+from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.run import execute
+from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit.plans.delete import delete_plan
+
+
+def main(args: argparse.Namespace) -> int:
+    calls, kept = delete_plan(Reads(args.dry_run), args.name)
+    for line in kept:
+        say(line)
+    if not calls:
+        raise SystemExit(
+            f"deploy: nothing to delete: no endpoint, endpoint config or model named {args.name} "
+            f"or {args.name}-<UTC time>"
+        )
+    if args.dry_run:
+        execute(calls, True)
+        return 0
+    failed = 0
+    for call in calls:
+        try:
+            execute([call], False)
+        except botocore.exceptions.ClientError as error:
+            failed += 1
+            say(f"{call.operation} failed: {error}")
+            if call.operation == "DeleteEndpoint":
+                say("its endpoint configs and models are kept while the endpoint stands")
+                return 1
+    if failed:
+        say(f"{failed} of {len(calls)} deletions failed; run the same command again to retry")
+        return 1
+    return 0

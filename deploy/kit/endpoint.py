@@ -1,0 +1,90 @@
+"""`deploy endpoint`: create (or update) a real-time or async endpoint and wait until it is
+InService.
+
+Like every `deploy` command, it reads what decides its plan (`deploy.base.reads`), builds the
+plan (`deploy.kit.plans`) and carries it out (`deploy.base.run`); `--dry-run` makes the same
+reads and prints the same plan as JSON, and writes nothing.
+"""
+
+import argparse
+
+import boto3
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.run import execute, wait_for
+from vllm_sagemaker.deploy.image import build
+from vllm_sagemaker.deploy.kit.checks import Refused, env_from_pairs
+from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
+from vllm_sagemaker.deploy.kit.plans.endpoint import endpoint_calls
+from vllm_sagemaker.deploy.kit.plans.instances import image_target
+from vllm_sagemaker.deploy.kit.plans.names import version
+
+
+def default_image(reads: Reads, instance_type: str) -> str:
+    """The image for an endpoint given no --image: the one `deploy image --target T` pushes for
+    the instance type's image T, `<repository URI>:T` of the repository `vllm-sagemaker` in the
+    region, which must hold that tag. A dry run that cannot read ECR assumes it does."""
+    target = image_target(instance_type)
+    if target is None:  # refused before (checks.no_image_problem)
+        raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
+    repository, tag = build.REPOSITORY, build.default_tag(target)
+    first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
+    assumed = len(reads.assumed)
+    found = reads.describe(
+        Call("ecr", "DescribeRepositories", {"repositoryNames": [repository]}),
+        f"the plan assumes ECR holds {repository}:{tag} (what `deploy image --target "
+        f"{target}` pushes)",
+    )
+    if len(reads.assumed) > assumed:
+        return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{tag}"
+    where = boto3.session.Session().region_name
+    if found is None:
+        raise SystemExit(
+            f"deploy: no --image given, and ECR holds no repository {repository} in {where}: "
+            + first
+        )
+    images = Call(
+        "ecr",
+        "DescribeImages",
+        {"repositoryName": repository, "imageIds": [{"imageTag": tag}]},
+    )
+    if reads.describe(images) is None:
+        raise SystemExit(
+            f"deploy: no --image given, and ECR's {repository} in {where} holds no image tagged "
+            f"{tag}: " + first
+        )
+    uri = f"{found['repositories'][0]['repositoryUri']}:{tag}"
+    say(f"image: {uri} (no --image given)")
+    return uri
+
+
+def main(args: argparse.Namespace) -> int:
+    reads = Reads(args.dry_run)
+    image = args.image or default_image(reads, args.instance_type)
+    instance_note(args.instance_type)
+    describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
+    existing = reads.describe(
+        describe,
+        f"the plan assumes endpoint {args.name} does not exist; if it does, the run creates a "
+        f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead",
+    )
+    updated = version() if existing else None
+    if updated:
+        say(f"{args.name} exists; the run updates it to version {updated}")
+    calls = endpoint_calls(
+        args.name,
+        image,
+        source(args),
+        args.instance_type,
+        args.instance_count,
+        env_from_pairs(args.env),
+        role(args),
+        args.async_output,
+        updated,
+    )
+    execute(calls, args.dry_run, reads.assumed)
+    if not args.dry_run and not args.no_wait:
+        wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
+        say(f"endpoint {args.name} is InService")
+    return 0

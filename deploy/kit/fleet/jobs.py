@@ -1,0 +1,166 @@
+"""What runs one shard of `deploy batch`: a SageMaker transform job, or a local transform job
+against a running container (`--local URL...`). Both run the shard the same way: JSON Lines,
+Line split, MultiRecord, lines assembled, one instance (or container) per shard.
+"""
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import boto3
+
+from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base.aws_errors import missing
+from vllm_sagemaker.deploy.base.calls import POLL_S, Call
+from vllm_sagemaker.deploy.kit.fleet.state import Job
+from vllm_sagemaker.deploy.kit.plans.transform import (
+    TRANSFORM_INVOCATION_TIMEOUT_S,
+    TRANSFORM_RETRIES,
+    transform_call,
+)
+from vllm_sagemaker.deploy.transform import job as transform
+from vllm_sagemaker.handler.core.content_types import JSON_LINES
+
+ENDED = frozenset({"Completed", "Failed", "Stopped"})
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    input: str
+    output: str
+    slot: int
+
+
+class Jobs(Protocol):
+    # How many shards run at once (one per slot), and whether a job started by an earlier run can be
+    # waited for instead of started again.
+    slots: int
+    can_attach: bool
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        """Run (or wait for) the shard's job; fill in `job`'s status, reason and seconds.
+        `started` is called once the job exists, so the fleet records it before it ends."""
+
+
+@dataclass(frozen=True)
+class TransformSettings:
+    max_payload_mb: int = 1
+    max_concurrent_transforms: int = 2
+
+
+class SageMakerJobs:
+    """One CreateTransformJob per shard on `instance_type`, `slots` at a time, polled until done."""
+
+    can_attach = True
+
+    def __init__(
+        self,
+        model: str,
+        instance_type: str,
+        slots: int,
+        settings: TransformSettings,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.model = model
+        self.instance_type = instance_type
+        self.slots = slots
+        self.settings = settings
+        self.poll_s = poll_s
+        self.client = boto3.client("sagemaker")
+
+    def call(self, spec: JobSpec) -> Call:
+        return transform_call(
+            spec.name,
+            spec.input,
+            spec.output,
+            self.instance_type,
+            1,
+            self.settings.max_payload_mb,
+            self.settings.max_concurrent_transforms,
+            False,
+            model=self.model,
+        )
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        if not await self._exists(spec.name):
+            call = self.call(spec)
+            await asyncio.to_thread(self.client.create_transform_job, **call.params)
+            started()
+        while True:
+            answer: dict[str, Any] = await asyncio.to_thread(
+                self.client.describe_transform_job, TransformJobName=spec.name
+            )
+            status = answer["TransformJobStatus"]
+            if status in ENDED:
+                break
+            await asyncio.sleep(self.poll_s)
+        job.status = status
+        job.reason = answer.get("FailureReason") if status != "Completed" else None
+        begun, ended = answer.get("TransformStartTime"), answer.get("TransformEndTime")
+        job.seconds = (ended - begun).total_seconds() if begun and ended else 0.0
+
+    async def _exists(self, name: str) -> bool:
+        try:
+            await asyncio.to_thread(self.client.describe_transform_job, TransformJobName=name)
+        except self.client.exceptions.ClientError as error:
+            if missing(error):
+                return False
+            raise
+        return True
+
+
+class LocalJobs:
+    """Local transform jobs against running containers, one shard per container."""
+
+    can_attach = False
+
+    def __init__(
+        self, endpoints: Sequence[str], settings: TransformSettings, api_key: str | None = None
+    ) -> None:
+        self.endpoints = list(endpoints)
+        self.slots = len(self.endpoints)
+        self.settings = settings
+        # Sent to every container as it is (the caller resolves --api-key and VLLM_API_KEY).
+        self.api_key = api_key
+
+    async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
+        started()
+        begun = time.monotonic()
+        endpoint = self.endpoints[spec.slot % self.slots]
+        shard_job = transform_job(endpoint, spec.input, spec.output, self.settings, self.api_key)
+        try:
+            failed = await transform.transform_all(shard_job, quiet=True)
+        except (invoke.NotReady, invoke.KeyRefused, transform.JobError, OSError) as error:
+            failed = {spec.input: str(error)}
+        job.seconds = time.monotonic() - begun
+        job.status = "Failed" if failed else "Completed"
+        job.reason = "; ".join(failed.values()) if failed else None
+
+
+def transform_job(
+    endpoint: str,
+    input_uri: str,
+    output: str,
+    settings: TransformSettings,
+    api_key: str | None = None,
+) -> transform.TransformJob:
+    """A shard's transform job as SageMaker runs it, for the local transform job (`api_key`
+    for a container started with one)."""
+    return transform.TransformJob(
+        endpoint=endpoint,
+        input=input_uri,
+        output=output,
+        content_type=JSON_LINES,
+        accept=JSON_LINES,
+        split_lines=True,
+        batch_strategy="MultiRecord",
+        max_payload_mb=settings.max_payload_mb,
+        max_concurrent_transforms=settings.max_concurrent_transforms,
+        assemble_lines=True,
+        max_retries=TRANSFORM_RETRIES,
+        timeout_s=TRANSFORM_INVOCATION_TIMEOUT_S,
+        api_key=api_key,
+    )

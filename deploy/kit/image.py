@@ -1,0 +1,79 @@
+"""`deploy image`: make the ECR repository if it is missing, then log in, build the CPU or GPU
+image and push it with docker, buildah or podman (`deploy.image.builders`); the image's URI is
+printed, and the builder's own output goes to stderr."""
+
+import argparse
+import base64
+import subprocess
+from pathlib import Path
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.run import execute
+from vllm_sagemaker.deploy.image import build, builders
+from vllm_sagemaker.deploy.kit.checks import Refused
+from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit.plans.names import TAGS
+
+# Where a builder's output goes: the process's stderr (its stdout holds only the image URI).
+STDERR_FD = 2
+
+
+def main(args: argparse.Namespace) -> int:
+    choice = builders.on_this_machine(args.builder)
+    if choice.tool is None:
+        raise Refused(choice.why)
+    tool = choice.tool
+    say(f"builder: {choice.why}")
+    tag = args.tag or build.default_tag(args.target)
+    reads = Reads(args.dry_run)
+    describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
+    found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
+    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in TAGS]
+    create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": tags})
+    plan = [] if found else [create]
+
+    def commands(repository_uri: str, registry: str, user: str) -> list[list[str]]:
+        uri = f"{repository_uri}:{tag}"
+        target = build.Build(args.target, uri, Path(args.context))
+        return [
+            builders.login(tool, registry, user),
+            build.command(tool, target),
+            builders.push(tool, uri),
+        ]
+
+    if args.dry_run:
+        execute(plan, True, reads.assumed)
+        repository_uri = (
+            found["repositories"][0]["repositoryUri"] if found else f"<registry>/{args.repository}"
+        )
+        registry = repository_uri.split("/", 1)[0]
+        for command in commands(repository_uri, registry, builders.ECR_USER):
+            say(f"then: {build.shown(command)}")
+        return 0
+    answers = execute(plan, False)
+    repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
+    (auth,) = execute([Call("ecr", "GetAuthorizationToken", {})], False)
+    token = auth["authorizationData"][0]
+    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
+    registry = builders.registry_host(token["proxyEndpoint"])
+    login, *rest = commands(repository["repositoryUri"], registry, user)
+    _run_builder(login, password)
+    for command in rest:
+        _run_builder(command)
+    print(f"{repository['repositoryUri']}:{tag}")
+    return 0
+
+
+def _run_builder(command: list[str], stdin: str | None = None) -> None:
+    """Run a builder's command with its output on stderr (stdout holds only the image URI); a
+    failure reaches the client's error path as one line (`deploy.base.errors`)."""
+    say(f"running: {build.shown(command)}")
+    subprocess.run(
+        command,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        stdout=STDERR_FD,
+        text=True,
+        check=True,
+    )

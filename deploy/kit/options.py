@@ -1,0 +1,53 @@
+"""What the `deploy` commands make of the options they share: the execution role, the model's
+source and the notes on an instance type, and `say`, the line a command writes on stderr.
+
+No boto3 here: `deploy.kit.cli` uses `say` before any command runs.
+"""
+
+import argparse
+import os
+import sys
+
+from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
+from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
+
+
+def say(text: str) -> None:
+    print(f"deploy: {text}", file=sys.stderr, flush=True)
+
+
+def role(args: argparse.Namespace) -> str:
+    given = args.role or os.environ.get(ROLE_VARIABLE)
+    if given:
+        return given
+    if args.dry_run:
+        return ROLE_PLACEHOLDER
+    raise SystemExit(f"deploy: give --role ARN or set {ROLE_VARIABLE}")
+
+
+def source(args: argparse.Namespace) -> ModelSource:
+    return ModelSource(args.model_id, args.model_data, args.model_prefix, args.stream_weights)
+
+
+def has_model(args: argparse.Namespace) -> bool:
+    return bool(args.model_id or args.model_data or args.model_prefix)
+
+
+def instance_note(instance_type: str) -> None:
+    if image_target(instance_type) == "cpu":
+        say(
+            f"CPU instance {instance_type}: the cpu image; the kit sets no tensor parallelism "
+            "and no GPU inference AMI"
+        )
+
+
+def transform_note(instance_type: str) -> None:
+    if gpu_count(instance_type):
+        say(
+            "note: this image (vLLM 0.32, built for a CUDA newer than 12.2) does not start on "
+            "NVIDIA driver 470, which transform jobs on ml.g4dn and ml.g5 get by default; on "
+            "driver 535 it may with --env VLLM_ENABLE_CUDA_COMPATIBILITY=1 --env "
+            "VLLM_WORKER_MULTIPROC_METHOD=spawn (untested); for GPU batch work use an endpoint "
+            "and `vllm-sagemaker batch --sagemaker-endpoint` (docs/deploy.md, Batch Transform on "
+            "GPU)"
+        )

@@ -1,0 +1,132 @@
+"""The model a `deploy` command creates: where its container finds the weights, its environment,
+the CreateModel call, and whether SageMaker holds that model already.
+
+The plan rules (`deploy.kit.plans`) are pure functions from options, and what was read from AWS
+(`deploy.base.reads`), to a list of `Call`s, so `--dry-run` prints exactly what a real run
+executes, and tests can read the plan. What a command should say of its plan comes back beside
+it, as notes; the command prints them.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
+from vllm_sagemaker.deploy.kit.plans.names import TAGS
+
+if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
+    from vllm_sagemaker.deploy.base.reads import Reads
+
+# Where the execution role comes from when --role is not given.
+ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
+# What a dry run shows for a role it was not given.
+ROLE_PLACEHOLDER = f"<{ROLE_VARIABLE}>"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the container finds the model: a hub id, a .tar.gz, or an uncompressed S3 prefix,
+    which SageMaker downloads before start (ModelDataSource) or, with `stream`, the container
+    streams to the engine itself (vLLM's Run:ai streamer; SM_VLLM_MODEL=s3://...)."""
+
+    model_id: str | None = None
+    model_data: str | None = None
+    model_prefix: str | None = None
+    stream: bool = False
+
+    def container(self, image: str, env: Mapping[str, str]) -> dict[str, Any]:
+        environment = dict(env)
+        definition: dict[str, Any] = {"Image": image, "Environment": environment}
+        if self.model_id:
+            environment["HF_MODEL_ID"] = self.model_id
+        if self.model_data:
+            definition["ModelDataUrl"] = self.model_data
+        if self.model_prefix and self.stream:
+            environment["SM_VLLM_MODEL"] = self.model_prefix.rstrip("/") + "/"
+        elif self.model_prefix:
+            definition["ModelDataSource"] = {
+                "S3DataSource": {
+                    "S3Uri": self.model_prefix.rstrip("/") + "/",
+                    "S3DataType": "S3Prefix",
+                    "CompressionType": "None",
+                }
+            }
+        return definition
+
+
+def model_env(env: Mapping[str, str], instance_type: str) -> dict[str, str]:
+    """The container's environment: the user's settings, tensor parallelism over every GPU of
+    the instance unless the user chose it."""
+    result = dict(env)
+    gpus = gpu_count(instance_type)
+    if gpus > 1 and "SM_VLLM_TENSOR_PARALLEL_SIZE" not in result:
+        result["SM_VLLM_TENSOR_PARALLEL_SIZE"] = str(gpus)
+    return result
+
+
+def create_model(
+    name: str, image: str, source: ModelSource, env: Mapping[str, str], role: str
+) -> Call:
+    return Call(
+        "sagemaker",
+        "CreateModel",
+        {
+            "ModelName": name,
+            "PrimaryContainer": source.container(image, env),
+            "ExecutionRoleArn": role,
+            "Tags": TAGS,
+        },
+    )
+
+
+_DATA_SOURCE = ("S3Uri", "S3DataType", "CompressionType")
+
+
+def _as_created(container: Mapping[str, Any]) -> dict[str, Any]:
+    """What the kit sets of a container, as it sets it: SageMaker's DescribeModel adds fields
+    of its own (the data source's ETag and manifest, the container's Mode), left out here."""
+    source = container.get("ModelDataSource", {}).get("S3DataSource", {})
+    return {
+        "Image": container.get("Image"),
+        "Environment": container.get("Environment") or {},
+        "ModelDataUrl": container.get("ModelDataUrl"),
+        "ModelDataSource": {key: source.get(key) for key in _DATA_SOURCE if key in source},
+    }
+
+
+def model_differences(existing: Mapping[str, Any], planned: Call, role_known: bool) -> list[str]:
+    """What differs between a model SageMaker holds (DescribeModel's answer) and the CreateModel
+    call the kit would make: the container's image, environment and model data, and the role
+    (when it is known: a dry run may go without)."""
+    wanted = _as_created(planned.params["PrimaryContainer"])
+    held = _as_created(existing.get("PrimaryContainer", {}))
+    differences = [
+        f"{key} is {held[key]!r}, not {wanted[key]!r}" for key in wanted if held[key] != wanted[key]
+    ]
+    held_role, role = existing.get("ExecutionRoleArn"), planned.params["ExecutionRoleArn"]
+    if role_known and held_role != role:
+        differences.append(f"ExecutionRoleArn is {held_role!r}, not {role!r}")
+    return differences
+
+
+def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
+    """The CreateModel call, unless SageMaker holds that model already as the kit would create
+    it (then none, and a note saying so); SystemExit naming the difference when it holds another
+    model of that name."""
+    name = model.params["ModelName"]
+    existing = reads.describe(
+        Call("sagemaker", "DescribeModel", {"ModelName": name}),
+        f"the plan assumes no model named {name} exists; if one does and differs, the run stops",
+    )
+    if existing is None:
+        return [model], []
+    role_known = model.params["ExecutionRoleArn"] != ROLE_PLACEHOLDER
+    differences = model_differences(existing, model, role_known)
+    if differences:
+        raise SystemExit(
+            f"deploy: a model named {name} exists and differs from this one ("
+            + "; ".join(differences)
+            + "); give another --name, or delete that model first"
+        )
+    return [], [f"model {name} exists as asked; the run uses it"]

@@ -1,0 +1,109 @@
+"""Cutting input into shards: contiguous runs of whole lines, each an S3 object of its own that
+one transform job (or one instance of a job) reads, so each shard's `.out` keeps the input's order.
+
+SageMaker gives each input object to one instance only, so there is at least one shard per
+instance. `deploy transform` cuts the files under --input when they are fewer than its instances,
+each file in proportion to its lines (`shard_calls`); the shards go under a prefix of the job's
+own beside its output (`shard_prefix`), never into the input's prefix, so a later job never
+reads an earlier job's shards. Their objects keep the names earlier versions gave them,
+`<output>-parts/<job>/<file>.part-NNNNN.<ext>`. `deploy batch` cuts the valid lines of a batch
+file into shards of at most `--shard-lines` lines (`shard_sizes`), one transform job each.
+"""
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from vllm_sagemaker.deploy.base.calls import Call, Lines, put
+from vllm_sagemaker.handler.core import s3_uri
+
+DEFAULT_SHARD_LINES = 2000
+
+
+def ranges(line_count: int, shards: int) -> list[tuple[int, int]]:
+    """`shards` contiguous [start, end) line ranges covering `line_count` lines, sizes differing
+    by at most one; fewer when there are fewer lines than shards; none for no lines."""
+    shards = min(shards, line_count)
+    if shards <= 0:
+        return []
+    size, extra = divmod(line_count, shards)
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    for index in range(shards):
+        end = start + size + (1 if index < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def shards_per_file(line_counts: Sequence[int], instances: int) -> list[int]:
+    """How many shards each input file becomes so that the shards number at least `instances`:
+    files are cut in proportion to their lines (each at least one shard)."""
+    total = sum(line_counts)
+    if len(line_counts) >= instances or total == 0:
+        return [1] * len(line_counts)
+    wanted = [max(1, -(-count * instances // total)) for count in line_counts]
+    return [min(w, max(count, 1)) for w, count in zip(wanted, line_counts, strict=True)]
+
+
+def shard_prefix(output: str, job: str) -> str:
+    """Where a job's input shards go: `<output>-parts/<job>/` beside the output prefix (the
+    bucket's `parts/<job>/` for an output at a bucket's root). A job name holds no `/`, so two
+    jobs never share one."""
+    bucket, key = s3_uri.s3_parts(output)
+    base = key.rstrip("/")
+    return f"{s3_uri.S3}{bucket}/{base + '-' if base else ''}parts/{job}/"
+
+
+def overlap(input_prefix: str, target: str) -> bool:
+    """Whether the shards' prefix and the input select any key in common (S3 prefixes are plain
+    string prefixes): the job would read its input's shards, or the shards its input."""
+    return target.startswith(input_prefix) or input_prefix.startswith(target)
+
+
+def shard_key(relative: str, index: int) -> str:
+    """`a/b.jsonl` -> `a/b.part-00003.jsonl`."""
+    path = PurePosixPath(relative)
+    return str(path.with_name(f"{path.stem}.part-{index:05d}{path.suffix}"))
+
+
+def is_shard(key: str) -> bool:
+    """Whether an object is a shard a cut wrote (and so may be replaced by a new cut)."""
+    return re.fullmatch(r"[^/]*\.part-\d{5}(\.[^/.]*)?", PurePosixPath(key).name) is not None
+
+
+@dataclass(frozen=True)
+class Counted:
+    """An input file: its URI, its path under the input prefix, and how many lines it holds."""
+
+    uri: str
+    relative: str
+    lines: int
+
+
+def shard_calls(files: Sequence[Counted], instances: int, target: str) -> list[Call]:
+    """The PutObject of every shard of `files` under `target`: `a/b.jsonl` becomes
+    `a/b.part-00000.jsonl`, `a/b.part-00001.jsonl`, ... in line order."""
+    calls = []
+    counts = [file.lines for file in files]
+    for file, shards in zip(files, shards_per_file(counts, instances), strict=True):
+        for index, (start, end) in enumerate(ranges(file.lines, shards)):
+            key = target + shard_key(file.relative, index)
+            calls.append(put(key, Lines(file.uri, start, end)))
+    return calls
+
+
+def shard_count(requests: int, instances: int, shard_lines: int) -> int:
+    """Shards for `requests` valid lines: one per instance at least, at most `shard_lines` lines
+    each, never more shards than lines."""
+    if requests <= 0:
+        return 0
+    return min(requests, max(instances, math.ceil(requests / shard_lines)))
+
+
+def shard_sizes(requests: int, instances: int, shard_lines: int) -> list[int]:
+    """The lines of each shard, in order, sizes differing by at most one."""
+    count = shard_count(requests, instances, shard_lines)
+    return [end - start for start, end in ranges(requests, count)]

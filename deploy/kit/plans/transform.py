@@ -1,0 +1,116 @@
+"""`deploy transform`'s calls: the input's shards when it holds fewer files than instances, and
+the CreateTransformJob (which `deploy batch` makes once per shard)."""
+
+from typing import Any
+
+from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.kit.plans import shards
+from vllm_sagemaker.deploy.kit.plans.names import TAGS
+from vllm_sagemaker.handler.core import s3_uri
+from vllm_sagemaker.handler.core.content_types import JSON_LINES
+from vllm_sagemaker.handler.core.jsonlines import iter_records
+
+TRANSFORM_INVOCATION_TIMEOUT_S = 3600
+TRANSFORM_RETRIES = 1
+
+
+def transform_call(
+    name: str,
+    input_prefix: str,
+    output: str,
+    instance_type: str,
+    instance_count: int,
+    max_payload_mb: int,
+    max_concurrent: int,
+    join_input: bool,
+    model: str | None = None,
+) -> Call:
+    """CreateTransformJob over JSON Lines: Line split, MultiRecord, AssembleWith Line; the model
+    is the job's namesake unless `model` names another."""
+    params: dict[str, Any] = {
+        "TransformJobName": name,
+        "ModelName": model or name,
+        "MaxConcurrentTransforms": max_concurrent,
+        "MaxPayloadInMB": max_payload_mb,
+        "BatchStrategy": "MultiRecord",
+        "ModelClientConfig": {
+            "InvocationsTimeoutInSeconds": TRANSFORM_INVOCATION_TIMEOUT_S,
+            "InvocationsMaxRetries": TRANSFORM_RETRIES,
+        },
+        "Environment": {
+            "SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS": str(TRANSFORM_INVOCATION_TIMEOUT_S * 9 // 10)
+        },
+        "TransformInput": {
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": input_prefix}},
+            "ContentType": JSON_LINES,
+            "SplitType": "Line",
+        },
+        "TransformOutput": {"S3OutputPath": output, "Accept": JSON_LINES, "AssembleWith": "Line"},
+        "TransformResources": {"InstanceType": instance_type, "InstanceCount": instance_count},
+        "Tags": TAGS,
+    }
+    if join_input:
+        params["DataProcessing"] = {"JoinSource": "Input"}
+    return Call("sagemaker", "CreateTransformJob", params)
+
+
+def shard_plan(
+    reads: Reads, input_prefix: str, output: str, job: str, instances: int
+) -> tuple[str, list[Call], list[str]]:
+    """The prefix the job should read, the calls that fill it, and a note on them:
+    `input_prefix` itself when it holds at least as many files as instances, else the job's own
+    prefix beside the output with the files cut into shards (and the shards an earlier attempt
+    of the job left there deleted)."""
+    target = shards.shard_prefix(output, job)
+    if shards.overlap(input_prefix, target):
+        raise SystemExit(
+            f"deploy: the input's parts would go to {target}, which overlaps --input "
+            f"{input_prefix}; give an --output outside the input"
+        )
+
+    def listed() -> list[storage.InputFile]:
+        try:
+            return storage.list_inputs(input_prefix)
+        except FileNotFoundError:
+            raise SystemExit(f"deploy: no input files under --input {input_prefix}") from None
+
+    files = reads.guarded(
+        listed,
+        f"the files under {input_prefix}",
+        f"the plan assumes they number at least {instances}; with fewer, the run first splits "
+        f"them into parts under {target}",
+        None,
+    )
+    if files is None or len(files) >= instances:
+        return input_prefix, [], []
+
+    def counted() -> list[shards.Counted]:
+        result = []
+        for file in files:
+            with storage.reading(file.uri) as source:
+                lines = sum(1 for _ in iter_records(source))
+            result.append(shards.Counted(file.uri, file.relative, lines))
+        return result
+
+    puts = shards.shard_calls(reads.required(counted, input_prefix), instances, target)
+    planned = {call.params["Key"] for call in puts}
+    bucket, _ = s3_uri.s3_parts(target)
+    found = reads.s3_keys(target)
+    foreign = [key for key in found if not shards.is_shard(key)]
+    if foreign:
+        raise SystemExit(
+            f"deploy: {target} holds {foreign[0]}, which no split wrote, and the job would read "
+            "it: remove it, or give the job another --name"
+        )
+    deletes = [
+        Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
+        for key in found
+        if key not in planned
+    ]
+    note = (
+        f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run splits "
+        f"them into {len(puts)} parts under {target}"
+    )
+    return target, [*deletes, *puts], [note]

@@ -1,0 +1,138 @@
+"""`deploy token`, and the bearer token of SageMaker's OpenAI-compatible path, made as the
+SageMaker SDK makes it.
+
+`sagemaker.core.token_generator.generate_token` (sagemaker-core 2.12 and later) presigns
+`POST https://sagemaker.amazonaws.com/?Action=CallWithBearerToken` with SigV4 (service
+`sagemaker`, the caller's region, `host` the only signed header), appends `&Version=1` to the
+URL without its scheme, and base64-encodes it behind `sagemaker-api-key-`. That package brings
+pandas, scipy, paramiko and more into a client that needs none of them, so the same few lines
+run here on botocore, which the client has already. No AWS call is made: the token is a
+signature, and SageMaker checks it (and the caller's IAM permissions) when it is used.
+
+The option checks (`deploy.kit.checks`) use `duration_s`, and `vllm-sagemaker --help` loads
+them: boto3 and botocore load in the functions that call AWS or sign, not with this module.
+"""
+
+import argparse
+import base64
+import datetime
+import json
+import re
+import shlex
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.kit.options import say
+
+if TYPE_CHECKING:
+    from botocore.credentials import ReadOnlyCredentials
+
+    from vllm_sagemaker.deploy.base.reads import Reads
+
+HOST = "sagemaker.amazonaws.com"
+SERVICE = "sagemaker"
+ACTION = "CallWithBearerToken"
+PREFIX = "sagemaker-api-key-"
+VERSION = "&Version=1"
+MAX_S = 12 * 3600
+_DURATION = re.compile(r"(\d+)([smh]?)")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def token(credentials: "ReadOnlyCredentials", region: str, expires_s: int) -> str:
+    """A token for `region`, good for `expires_s` seconds (or until the credentials expire)."""
+    from botocore.auth import SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(
+        method="POST", url=f"https://{HOST}/", headers={"host": HOST}, params={"Action": ACTION}
+    )
+    SigV4QueryAuth(credentials, SERVICE, region, expires=expires_s).add_auth(request)
+    presigned = request.url.removeprefix("https://") + VERSION
+    return PREFIX + base64.b64encode(presigned.encode()).decode()
+
+
+def presigned_query(value: str) -> dict[str, str] | None:
+    """The query of the presigned URL inside a token (None: not a token of this form)."""
+    if not value.startswith(PREFIX):
+        return None
+    try:
+        url = base64.b64decode(value.removeprefix(PREFIX), validate=True).decode()
+    except ValueError:
+        return None
+    host, _, query = url.partition("/?")
+    return dict(parse_qsl(query)) if host == HOST else None
+
+
+def base_url(runtime_url: str, endpoint: str) -> str:
+    """The OpenAI base URL of an endpoint (clients add `/chat/completions`)."""
+    return f"{runtime_url.rstrip('/')}/endpoints/{endpoint}/openai/v1"
+
+
+def duration_s(text: str) -> int | None:
+    """`12h`, `90m`, `600s` or `600` in seconds; None when it is not one, or not within
+    SageMaker's limit (1 s to 12 h)."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None:
+        return None
+    seconds = int(match[1]) * _UNIT_S[match[2]]
+    return seconds if 0 < seconds <= MAX_S else None
+
+
+def openai_base(name: str) -> str:
+    """The OpenAI base URL of endpoint `name`, on the runtime API boto3 would call (so
+    AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME counts)."""
+    import boto3
+
+    return base_url(boto3.client("sagemaker-runtime").meta.endpoint_url, name)
+
+
+def bearer(expires_s: int) -> str:
+    """A token from the credentials and region boto3 would use."""
+    import boto3
+    import botocore.exceptions
+
+    session = boto3.session.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise botocore.exceptions.NoCredentialsError()
+    return token(credentials.get_frozen_credentials(), session.region_name, expires_s)
+
+
+def existing_endpoint(reads: "Reads", name: str) -> None:
+    """Stop in one line when endpoint `name` does not exist (a token for it would be refused)."""
+    import boto3
+
+    call = Call("sagemaker", "DescribeEndpoint", {"EndpointName": name})
+    if (
+        reads.describe(call, f"the plan assumes endpoint {name} exists") is None
+        and not reads.assumed
+    ):
+        raise SystemExit(
+            f"deploy: endpoint {name} does not exist in {boto3.session.Session().region_name}"
+        )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print OPENAI_BASE_URL and OPENAI_API_KEY for endpoint NAME (or, dry, only the URL)."""
+    from vllm_sagemaker.deploy.base.reads import Reads
+
+    reads = Reads(args.dry_run)
+    existing_endpoint(reads, args.name)
+    base = openai_base(args.name)
+    if args.dry_run:
+        say("dry run: the token is made from your credentials when it runs; nothing is written")
+        print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
+        return 0
+    expires_s = duration_s(args.expires) or MAX_S
+    key = bearer(expires_s)
+    until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_s)
+    stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if args.json:
+        print(json.dumps({"base_url": base, "api_key": key, "expires_at": stamp}))
+    else:
+        print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
+        print(f"export OPENAI_API_KEY={shlex.quote(key)}")
+    say(f"the token is good until {stamp}, unless your AWS credentials expire first")
+    return 0

@@ -1,0 +1,52 @@
+"""`deploy transform`: a Batch Transform job over the JSON Lines files under --input (cut into
+shards first when they are fewer than the instances), waited for, and where each file's answers
+are printed."""
+
+import argparse
+
+from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.run import execute, wait_for
+from vllm_sagemaker.deploy.kit.checks import env_from_pairs
+from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
+from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
+from vllm_sagemaker.deploy.kit.plans.transform import shard_plan, transform_call
+
+
+def main(args: argparse.Namespace) -> int:
+    reads = Reads(args.dry_run)
+    describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
+    if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
+        raise SystemExit(
+            f"deploy: a transform job named {args.name} exists; give the new job another --name"
+        )
+    env = model_env(env_from_pairs(args.env), args.instance_type)
+    model = create_model(args.name, args.image, source(args), env, role(args))
+    input_prefix, shards, shard_notes = shard_plan(
+        reads, args.input, args.output, args.name, args.instance_count
+    )
+    for note in shard_notes:
+        say(note)
+    job = transform_call(
+        args.name,
+        input_prefix,
+        args.output,
+        args.instance_type,
+        args.instance_count,
+        args.max_payload_mb,
+        args.max_concurrent_transforms,
+        args.join_source == "Input",
+    )
+    models, model_notes = model_calls(reads, model)
+    for note in model_notes:
+        say(note)
+    calls = [*shards, *models, job]
+    instance_note(args.instance_type)
+    transform_note(args.instance_type)
+    execute(calls, args.dry_run, reads.assumed)
+    if not args.dry_run and not args.no_wait:
+        wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
+        for file in storage.list_inputs(input_prefix):
+            print(storage.joined(args.output, file.relative + ".out"))
+    return 0

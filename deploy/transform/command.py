@@ -1,0 +1,82 @@
+"""`vllm-sagemaker transform`: its options, named after CreateTransformJob's fields, and the job
+they ask for (`deploy.transform.job`)."""
+
+import argparse
+import asyncio
+import sys
+
+from vllm_sagemaker.deploy.base import invoke, storage
+from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
+from vllm_sagemaker.deploy.transform.job import JobError, TransformJob, run
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options, named after CreateTransformJob's fields."""
+    parser.add_argument(
+        "--endpoint", required=True, help="the container, e.g. http://localhost:8080"
+    )
+    parser.add_argument("--input", required=True, help="a file, a directory or s3://bucket/prefix")
+    parser.add_argument("--output", required=True, help="a directory or s3://bucket/prefix")
+    parser.add_argument("--content-type", help="sent as Content-Type, e.g. application/jsonlines")
+    parser.add_argument("--accept", help="sent as Accept")
+    parser.add_argument("--split-type", choices=["Line", "None"], default="None")
+    parser.add_argument("--batch-strategy", choices=["MultiRecord", "SingleRecord"])
+    parser.add_argument("--max-payload-mb", type=int, metavar="N")
+    parser.add_argument("--max-concurrent-transforms", type=int, metavar="N")
+    parser.add_argument("--assemble-with", choices=["Line", "None"], default="None")
+    parser.add_argument("--join-source", choices=["Input", "None"], default="None")
+    parser.add_argument("--input-filter", metavar="JSONPATH", help="e.g. $.body or $['prompt']")
+    parser.add_argument(
+        "--output-filter", metavar="JSONPATH", help="e.g. $['id','SageMakerOutput']"
+    )
+    parser.add_argument("--max-retries", type=int, default=3, metavar="N", help="0-3 (default 3)")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, metavar="SECONDS", help="per request (default 600)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="skip input files whose .out already exists"
+    )
+    invoke.add_wait_ready_argument(parser)
+    invoke.add_api_key_argument(parser)
+
+
+def job_from_args(args: argparse.Namespace) -> TransformJob:
+    def compiled(expression: str | None) -> JsonPath | None:
+        return JsonPath.compile(expression) if expression else None
+
+    return TransformJob(
+        endpoint=args.endpoint,
+        input=args.input,
+        output=args.output,
+        content_type=args.content_type,
+        accept=args.accept,
+        split_lines=args.split_type == "Line",
+        batch_strategy=args.batch_strategy,
+        max_payload_mb=args.max_payload_mb,
+        max_concurrent_transforms=args.max_concurrent_transforms,
+        assemble_lines=args.assemble_with == "Line",
+        processing=DataProcessing(
+            compiled(args.input_filter), args.join_source == "Input", compiled(args.output_filter)
+        ),
+        max_retries=args.max_retries,
+        timeout_s=args.timeout,
+        resume=args.resume,
+        api_key=invoke.api_key(args.api_key),
+        wait_ready_s=args.wait_ready,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(run(job_from_args(args)))
+    except (
+        JobError,
+        JsonPathError,
+        storage.Unreachable,
+        ValueError,
+        invoke.NotReady,
+        invoke.KeyRefused,
+    ) as error:
+        print(f"transform: {error}", file=sys.stderr)
+        return 2

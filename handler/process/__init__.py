@@ -1,0 +1,1 @@
+"""This API-server process: its log lines and why it stops."""
