@@ -158,7 +158,7 @@ def _fleet_options(parser: argparse.ArgumentParser) -> None:
         "--work-prefix",
         required=True,
         metavar="PREFIX",
-        help="s3:// prefix (a directory with --local) for shards, outputs and the plan",
+        help="s3:// prefix (a directory with --local) for shards, outputs and the fleet (fleet.json)",
     )
     parser.add_argument(
         "--shard-lines",
@@ -271,7 +271,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     job = command(
         "transform",
         "run a Batch Transform job over JSON Lines",
-        "Run a Batch Transform job over the JSON Lines files under --input (split into parts "
+        "Run a Batch Transform job over the JSON Lines files under --input (cut into shards "
         "when there are fewer files than instances); wait for it and print where each file's "
         "answers are.",
     )

@@ -1,7 +1,6 @@
 """`vllm-sagemaker deploy batch`: an OpenAI batch file cut into shards and run as transform jobs,
-on local containers (`--local`) and on "SageMaker" (moto, with
-tests/support/transform_emulator.py doing
-each job's work with the local transform runner against real containers)."""
+on local containers (`--local`) and on "SageMaker" (moto, with tests/support/transform_emulator.py
+doing each job's work against real containers as SageMaker documents it)."""
 
 import asyncio
 import gzip

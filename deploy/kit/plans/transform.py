@@ -66,7 +66,7 @@ def shard_plan(
     target = shards.shard_prefix(output, job)
     if shards.overlap(input_prefix, target):
         raise SystemExit(
-            f"deploy: the input's parts would go to {target}, which overlaps --input "
+            f"deploy: the input's shards would go to {target}, which overlaps --input "
             f"{input_prefix}; give an --output outside the input"
         )
 
@@ -80,7 +80,7 @@ def shard_plan(
         listed,
         f"the files under {input_prefix}",
         f"the plan assumes they number at least {instances}; with fewer, the run first splits "
-        f"them into parts under {target}",
+        f"them into shards under {target}",
         None,
     )
     if files is None or len(files) >= instances:
@@ -111,6 +111,6 @@ def shard_plan(
     ]
     note = (
         f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run splits "
-        f"them into {len(puts)} parts under {target}"
+        f"them into {len(puts)} shards under {target}"
     )
     return target, [*deletes, *puts], [note]
