@@ -54,7 +54,7 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
 
 class _LineReader(contextlib.ExitStack):
     """Copies `Lines` bodies out of their files, reading each file once when its parts come in
-    order (as a split's do)."""
+    order (as a cut's shards do)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -74,8 +74,8 @@ class _LineReader(contextlib.ExitStack):
             record = next(self._records, None)
             if record is None:
                 raise storage.Unreachable(
-                    f"{body.source} ended at line {index} while being split (it changed since it "
-                    "was counted); run the command again"
+                    f"{body.source} ended at line {index} while being cut into shards (it changed "
+                    "since it was counted); run the command again"
                 )
             if index >= body.start:
                 into.write(record + b"\n")

@@ -158,7 +158,7 @@ def _fleet_options(parser: argparse.ArgumentParser) -> None:
         "--work-prefix",
         required=True,
         metavar="PREFIX",
-        help="s3:// prefix (a directory with --local) for shards, outputs and the fleet (fleet.json)",
+        help="s3:// prefix (a directory with --local) for shards, outputs and fleet.json",
     )
     parser.add_argument(
         "--shard-lines",

@@ -198,7 +198,7 @@ def test_endpoint_then_delete_against_moto(aws: dict[str, str]) -> None:
     assert "llm" not in [m["ModelName"] for m in sagemaker.list_models()["Models"]]
 
 
-def test_transform_splits_one_file_for_three_instances(aws: dict[str, str]) -> None:
+def test_transform_cuts_one_file_into_three_shards_for_three_instances(aws: dict[str, str]) -> None:
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="jobs-data")
     lines = [json.dumps({"custom_id": f"r{i}", "prompt": f"p{i}"}).encode() for i in range(300)]

@@ -497,7 +497,7 @@ def test_delete_keeps_a_config_of_another_name(
     ("output", "planted", "refusal"),
     [
         ("s3://rec-overlap/in/results/", None, "overlaps --input s3://rec-overlap/in/"),
-        ("s3://rec-overlap/out/", "out-parts/rec-planted/notes.txt", "which no split wrote"),
+        ("s3://rec-overlap/out/", "out-parts/rec-planted/notes.txt", "which no cut wrote"),
     ],
 )
 def test_transform_split_refuses_to_mix_data(

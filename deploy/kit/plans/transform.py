@@ -79,7 +79,7 @@ def shard_plan(
     files = reads.guarded(
         listed,
         f"the files under {input_prefix}",
-        f"the plan assumes they number at least {instances}; with fewer, the run first splits "
+        f"the plan assumes they number at least {instances}; with fewer, the run first cuts "
         f"them into shards under {target}",
         None,
     )
@@ -101,7 +101,7 @@ def shard_plan(
     foreign = [key for key in found if not shards.is_shard(key)]
     if foreign:
         raise SystemExit(
-            f"deploy: {target} holds {foreign[0]}, which no split wrote, and the job would read "
+            f"deploy: {target} holds {foreign[0]}, which no cut wrote, and the job would read "
             "it: remove it, or give the job another --name"
         )
     deletes = [
@@ -110,7 +110,7 @@ def shard_plan(
         if key not in planned
     ]
     note = (
-        f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run splits "
+        f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run cuts "
         f"them into {len(puts)} shards under {target}"
     )
     return target, [*deletes, *puts], [note]
