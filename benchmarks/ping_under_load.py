@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.live_first import Tail
+from benchmarks.live_first_phases import Tail
 from tests.support import model_factory, servers
 
 LOAD_BODY = {"prompt": "The quick brown", "max_tokens": 200, "ignore_eos": True}

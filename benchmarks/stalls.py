@@ -33,8 +33,9 @@ from pathlib import Path
 import openai
 
 from benchmarks import autogroup
+from benchmarks.batch_load import BATCH_TOKENS, ClientBatch
 from benchmarks.batch_runner import ENGINE_ARGS, VLLM_SAGEMAKER, write_file
-from benchmarks.live_first import BATCH_TOKENS, ENGINE, ClientBatch, plain_vllm
+from benchmarks.live_first import ENGINE, plain_vllm
 from benchmarks.witness import Seen, Witness
 from tests.support import model_factory, servers, waiting
 

@@ -36,7 +36,7 @@ import psutil
 
 from benchmarks import autogroup
 from benchmarks.batch_runner import write_file
-from benchmarks.live_first import live_body, streamed
+from benchmarks.live_traffic import live_body, streamed
 from benchmarks.witness import Witness
 from tests.support import model_factory, servers
 from vllm_sagemaker.handler.sagemaker.invocations import INFERENCE_ID

@@ -16,7 +16,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from tests.deploy.test_batch import (
+from tests.deploy.batching import (
     REFUSED,
     completion,
     held_mid_run,

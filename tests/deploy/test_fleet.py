@@ -15,8 +15,9 @@ import boto3
 import pytest
 
 from tests.conftest import API_KEY
-from tests.deploy.test_batch import jsonl
-from tests.deploy.test_deploy import ROLE, deploy, model_options
+from tests.deploy.batching import jsonl
+from tests.deploy.deploying import ROLE, deploy, model_options
+from tests.deploy.fleets import fleet_args, request, thirty_two_lines
 from tests.support import cli
 from tests.support.json_lines import parse_lines
 from tests.support.servers import Server
@@ -28,27 +29,6 @@ from vllm_sagemaker.deploy.kit.fleet.jobs import JobSpec
 from vllm_sagemaker.deploy.kit.fleet.state import Job, Shard
 from vllm_sagemaker.deploy.kit.plans.names import MAX_NAME, job_name
 from vllm_sagemaker.deploy.kit.plans.shards import shard_sizes
-
-
-def request(i: int) -> dict[str, Any]:
-    """Line i's request. Its tokens are pinned by a logit bias of its own: greedy decoding of the
-    random test model is not batch-invariant on CPU (near-ties flip with the batch's shape), so
-    without it two containers batching differently could write different text."""
-    body = {
-        "prompt": f"Line {i} says",
-        "max_tokens": 4,
-        "temperature": 0,
-        "logit_bias": {str(100 + i): 100},
-    }
-    return {"custom_id": f"q{i}", "method": "POST", "url": "/v1/completions", "body": body}
-
-
-def thirty_two_lines() -> list[Any]:
-    """30 requests and 2 bad lines (not JSON; a duplicate custom_id)."""
-    records: list[Any] = [request(i) for i in range(30)]
-    records.insert(5, b"{oops")
-    records.insert(20, request(3))
-    return records
 
 
 def stable(line: dict[str, Any]) -> dict[str, Any]:
@@ -114,25 +94,6 @@ def test_local_fleet_answers_as_one_batch_run(
     assert len(ours) == 32
     assert [stable(line) for line in ours] == [stable(line) for line in theirs]
     assert sum(line["error"] is None for line in ours) == 30
-
-
-def fleet_args(name: str, tmp_path: Path, **extra: str) -> list[str]:
-    """30 requests (and 2 bad lines) from S3 in 3 shards, 2 instances at a time."""
-    s3 = boto3.client("s3")
-    s3.create_bucket(Bucket=name)
-    s3.put_object(Bucket=name, Key="in/requests.jsonl", Body=jsonl(thirty_two_lines()))
-    return model_options(
-        name,
-        "ml.g4dn.xlarge",
-        instance_count="2",
-        input_file=f"s3://{name}/in/requests.jsonl",
-        output_file=f"s3://{name}/out/output.jsonl",
-        error_file=f"s3://{name}/out/errors.jsonl",
-        work_prefix=f"s3://{name}/work/",
-        shard_lines="10",
-        poll_seconds="0.2",
-        **extra,
-    )
 
 
 def test_a_failed_shard_is_in_the_error_file_and_a_rerun_runs_only_it(

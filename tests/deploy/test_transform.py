@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from tests.conftest import API_KEY, KEYED_CALLS
-from tests.deploy.test_batch import no_aws
+from tests.deploy.batching import no_aws
 from tests.support import cli, processes, waiting
 from tests.support.json_lines import parse_lines
 from tests.support.local_http import fronting

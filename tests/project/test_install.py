@@ -21,7 +21,7 @@ import boto3
 import pytest
 
 from tests import ROOT
-from tests.deploy.test_batch import completion, jsonl
+from tests.deploy.batching import completion, jsonl
 from tests.support import cli, processes
 from tests.support.json_lines import parse_lines
 from tests.support.runtime_emulator import Runtime, runtime_emulator

@@ -1,0 +1,117 @@
+"""Every botocore call a `deploy` command makes in this process, recorded against moto.
+
+A dry run may read (Describe, List, Get, Head) and leaves SageMaker, S3 and ECR as they were;
+the real run makes exactly the writes the dry run printed, in order: `dry_then_real` checks both.
+Not a test module: the *_calls tests import these from here.
+"""
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from vllm_sagemaker.container import cli
+from vllm_sagemaker.deploy.base import storage
+
+# The parameter that names what a call touches, first found first.
+_TARGETS = (
+    "EndpointName",
+    "TransformJobName",
+    "EndpointConfigName",
+    "ModelName",
+    "repositoryName",
+    "Key",
+)
+# Operations that only read: all a dry run may call.
+_READS = ("Describe", "List", "Get", "Head")
+# What differs between two runs of one plan: the update's version and the async body's name.
+_VOLATILE = re.compile(r"\d{8}-\d{6}|[0-9a-f]{32}")
+
+
+def identity(service: str, operation: str, params: dict[str, Any]) -> tuple[str, str, str]:
+    """A call as (service, operation, what it touches), the run's volatile parts blanked."""
+    target = next((str(params[key]) for key in _TARGETS if key in params), "")
+    return service, operation, _VOLATILE.sub("*", target)
+
+
+@contextlib.contextmanager
+def recorded() -> Iterator[list[tuple[str, str, str]]]:
+    """Every call boto3 makes in this process while the block runs, in order."""
+    calls: list[tuple[str, str, str]] = []
+
+    def record(event_name: str, params: dict[str, Any], **_: Any) -> None:
+        _, service, operation = event_name.split(".")
+        calls.append(identity(service, operation, params))
+
+    boto3.setup_default_session()
+    assert boto3.DEFAULT_SESSION is not None
+    boto3.DEFAULT_SESSION.events.register("provide-client-params.*.*", record)
+    storage.s3_client.cache_clear()
+    try:
+        yield calls
+    finally:
+        boto3.DEFAULT_SESSION = None
+        storage.s3_client.cache_clear()
+
+
+def writes(calls: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    return [call for call in calls if not call[1].startswith(_READS)]
+
+
+def state() -> dict[str, Any]:
+    """What SageMaker, S3 and ECR hold: names, and every object's ETag."""
+    s3 = boto3.client("s3")
+    sagemaker = boto3.client("sagemaker")
+    objects = sorted(
+        (bucket["Name"], item["Key"], item["ETag"])
+        for bucket in s3.list_buckets()["Buckets"]
+        for item in s3.list_objects_v2(Bucket=bucket["Name"]).get("Contents", [])
+    )
+    return {
+        "objects": objects,
+        "endpoints": sorted(e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]),
+        "configs": sorted(
+            c["EndpointConfigName"] for c in sagemaker.list_endpoint_configs()["EndpointConfigs"]
+        ),
+        "models": sorted(m["ModelName"] for m in sagemaker.list_models()["Models"]),
+        "jobs": sorted(
+            j["TransformJobName"] for j in sagemaker.list_transform_jobs()["TransformJobSummaries"]
+        ),
+        "repositories": sorted(
+            r["repositoryName"] for r in boto3.client("ecr").describe_repositories()["repositories"]
+        ),
+    }
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`vllm-sagemaker ARGS` in this process: exit status, stdout, stderr."""
+    try:
+        status = cli.main(list(args))
+    except SystemExit as stop:
+        status = stop.code if isinstance(stop.code, int) else 1
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def dry_then_real(capsys: pytest.CaptureFixture[str], *args: str) -> list[tuple[str, str, str]]:
+    """Run the command with --dry-run, then for real; assert the dry run wrote nothing and left
+    AWS as it was, and the real run made exactly the printed writes, in order. The writes."""
+    before = state()
+    with recorded() as dry_calls:
+        status, out, err = run(capsys, *args, "--dry-run")
+    assert status == 0, err
+    assert writes(dry_calls) == []
+    assert state() == before
+    printed = [identity(c["service"], c["operation"], c["params"]) for c in json.loads(out)]
+    with recorded() as real_calls:
+        status, _, err = run(capsys, *args)
+    assert status == 0, err
+    assert writes(real_calls) == printed
+    return printed

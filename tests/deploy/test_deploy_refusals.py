@@ -1,0 +1,113 @@
+"""`vllm-sagemaker deploy` refuses a bad option before any AWS call: one line and exit status
+2, in a dry run and a real run alike, run with no AWS settings at all (a call would be seen); an
+unknown instance family is only a warning."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, deploy, fake_builders
+
+# No AWS settings at all, and nothing to read them from: a check that calls AWS would say so.
+NO_AWS = {
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def without_aws() -> dict[str, str]:
+    """The test's environment with every AWS_* variable removed, plus NO_AWS."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **NO_AWS}
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--name", "llama 3"], "deploy: --name 'llama 3': SageMaker names are 1-63"),
+        (["--name", "x" * 70], "deploy: --name 'xxxxxxxxxxx"),
+        (["--instance-type", "g5.12xlarge"], "deploy: --instance-type 'g5.12xlarge'"),
+        (["--instance-count", "0"], "deploy: --instance-count 0: must be at least 1"),
+        (["--image", "vllm-sagemaker:v1"], "deploy: --image 'vllm-sagemaker:v1'"),
+        (["--role", "notanarn"], "deploy: --role 'notanarn'"),
+        (["--env", "PROCESS_AUTO_RECOVERY=maybe"], "deploy: --env: the container's serve"),
+    ],
+)
+def test_a_refused_option_is_one_line_and_exit_2_before_aws(args: list[str], line: str) -> None:
+    """In a dry run and a real run alike; no AWS settings at all, so a call would be seen."""
+    for dry_run in (["--dry-run"], []):
+        done = deploy(*ENDPOINT, "--name", "llm", *args, *dry_run, env=without_aws())
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        (told,) = done.stderr.splitlines()
+        assert told.startswith(line), told
+
+
+@pytest.mark.parametrize(
+    ("args", "tools", "line"),
+    [
+        (["--repository", "Bad"], ("buildah",), "deploy: --repository 'Bad': ECR repository"),
+        (["--target", "cpu", "--tag", "gpu"], ("buildah",), "deploy: --tag 'gpu' names the gpu"),
+        (["--target", "tpu"], ("buildah",), "vllm-sagemaker deploy image: error: argument"),
+        ([], (), "deploy: deploy image needs a container builder: no docker on PATH, and neither"),
+        (["--builder", "podman"], ("buildah",), "deploy: --builder podman: no podman on PATH"),
+        (["--builder", "docker"], ("docker",), "deploy: --builder docker: no Docker engine"),
+    ],
+)
+def test_image_refusals_are_one_line_and_exit_2_before_aws(
+    tmp_path: Path, args: list[str], tools: tuple[str, ...], line: str
+) -> None:
+    """No AWS settings at all, so a call would be seen; fake builders alone on PATH (docker's
+    engine does not answer), none of which runs more than `docker info`."""
+    env = {**without_aws(), **fake_builders(tmp_path, *tools, docker_info=1)}
+    for dry_run in (["--dry-run"], []):
+        done = deploy("image", "--context", CHECKOUT, *args, *dry_run, env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        assert done.stderr.splitlines()[-1].startswith(line), done.stderr
+        if line.startswith("deploy:"):
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+    calls = tmp_path / "calls"
+    assert not calls.exists() or set(calls.read_text().splitlines()) == {"docker info"}
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--instance-type", "ml.c7i.8xlarge", "--image", f"{ECR}:gpu"],
+            f"deploy: --image {ECR}:gpu: its tag names the gpu image, and ml.c7i.8xlarge has no",
+        ),
+        (
+            ["--instance-type", "ml.g5.2xlarge", "--image", f"{ECR}:cpu"],
+            f"deploy: --image {ECR}:cpu: its tag names the cpu image",
+        ),
+    ],
+)
+def test_the_wrong_image_is_refused_before_aws(args: list[str], line: str) -> None:
+    for dry_run in (["--dry-run"], []):
+        done = deploy(*ENDPOINT, "--name", "llm", *args, *dry_run, env=without_aws())
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        (told,) = done.stderr.splitlines()
+        assert told.startswith(line), told
+
+
+def test_a_body_that_is_not_json_is_refused_before_aws() -> None:
+    done = deploy("invoke", "--name", "llm", "--body", "{not json", env=without_aws())
+    assert (done.returncode, done.stdout) == (2, "")
+    (told,) = done.stderr.splitlines()
+    assert told.startswith("deploy: --body: not JSON (Expecting property name")
+
+
+def test_an_unknown_family_is_a_warning_and_the_plan_goes_on() -> None:
+    done = deploy(
+        *ENDPOINT, "--name", "llm", "--instance-type", "ml.g9.mega", "--dry-run", env=without_aws()
+    )
+    assert done.returncode == 0, done.stderr
+    warning, *assumed = done.stderr.splitlines()
+    assert warning.startswith("deploy: warning: --instance-type ml.g9.mega: the kit does not")
+    assert [line for line in assumed if not line.startswith("deploy: dry run:")] == []
+    variant = json.loads(done.stdout)[1]["params"]["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g9.mega" and "InferenceAmiVersion" not in variant
