@@ -6,6 +6,7 @@ client's (the deploy kit and the batch tools); they load only when one of them i
 """
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -38,8 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
         subcommands.add_parser(
             "serve",
             help="start vLLM's OpenAI server configured from the environment",
-            description="Start vLLM's OpenAI server configured from SM_VLLM_* and SageMaker "
-            "variables. Arguments this command does not know pass through to vLLM.",
         )
     )
     transform.add_arguments(
@@ -95,14 +94,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in given or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     given = [arg for arg in given if arg != DEBUG_FLAG]
+    command = next((arg for arg in given if not arg.startswith("-")), "")
     try:
-        return _run(given)
+        with _ctrl_c(given, command):
+            return _run(given)
     except BrokenPipeError:
         # Python's advice: point stdout at devnull so the flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt as stop:
+        if given[:1] == ["serve"]:
+            raise
+        from vllm_sagemaker.deploy.base import interrupts
+
+        # One line (what was kept, how to go on) and exit status 130, never a traceback.
+        return interrupts.report(command, stop)
     except Exception as error:
-        command = next((arg for arg in given if not arg.startswith("-")), "")
         if debug or command in ("", "serve"):
             raise
         from vllm_sagemaker.deploy.base.errors import explain
@@ -114,6 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _ctrl_c(given: list[str], command: str) -> contextlib.AbstractContextManager[None]:
+    """A client command's Ctrl-C rule (`deploy.base.interrupts`: a second Ctrl-C ends it at
+    once); `serve` keeps its own."""
+    if given[:1] == ["serve"]:
+        return contextlib.nullcontext()
+    from vllm_sagemaker.deploy.base import interrupts
+
+    return interrupts.handled(command)
+
+
 def _run(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
         return serve.main(argv[1:])
@@ -121,10 +138,15 @@ def _run(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command != "batch" and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    from vllm_sagemaker.deploy.base import region
+    from vllm_sagemaker.deploy.base import profile, region
 
     # AWS_REGION counts as AWS_DEFAULT_REGION for every client command (deploy's --region too).
     region.use_region(None, os.environ)
+    # --profile, on every command that calls AWS: boto3 uses it from here on.
+    unknown = profile.use_profile(getattr(args, "profile", None), os.environ)
+    if unknown:
+        print(f"{args.command}: {unknown}", file=sys.stderr)
+        return 2
     if args.command == "batch":
         from vllm_sagemaker.deploy.batch import command as batch
 

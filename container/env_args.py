@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from vllm_sagemaker.handler.core.config import API_KEY_VAR, api_keys
 from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
 from vllm_sagemaker.handler.core.environment import num_gpus, port
+from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX, becomes_flag, flag_name
 
-SM_VLLM_PREFIX = "SM_VLLM_"
 MIDDLEWARE = "vllm_sagemaker.handler.middleware.SageMakerMiddleware"
 LIVE_FIRST_SCHEDULER = "vllm_sagemaker.handler.engine.live_first.LiveFirstScheduler"
 # SageMaker allows up to 3600 s for a container to pass /ping (ContainerStartupHealthCheck-
@@ -30,19 +30,11 @@ BATCH_PRIORITY = 10
 # The variable vLLM reads one API key from when its command line has no `--api-key`.
 VLLM_KEY_VAR = "VLLM_API_KEY"
 
-# Settings the SageMaker contract owns: they never come from SM_VLLM_* variables.
-_CONTRACT_OWNED = frozenset({"MODEL", "PORT", "HOST"})
-
 NO_MODEL_MESSAGE = (
     "no model configured: set SM_VLLM_MODEL (a model id or path), put the model's files in "
     "/opt/ml/model (SageMaker unpacks ModelDataUrl there; SAGEMAKER_MODEL_DIR overrides the "
     "directory for local runs), or set HF_MODEL_ID"
 )
-
-
-def flag_name(variable: str) -> str:
-    """`SM_VLLM_MAX_MODEL_LEN` -> `--max-model-len`."""
-    return "--" + variable.removeprefix(SM_VLLM_PREFIX).lower().replace("_", "-")
 
 
 def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
@@ -55,8 +47,7 @@ def sm_vllm_flags(env: Mapping[str, str]) -> list[str]:
     """
     args: list[str] = []
     for variable in sorted(env):
-        name = variable.removeprefix(SM_VLLM_PREFIX)
-        if not variable.startswith(SM_VLLM_PREFIX) or not name or name in _CONTRACT_OWNED:
+        if not becomes_flag(variable):
             continue
         value = env[variable]
         if variable == API_KEY_VAR:

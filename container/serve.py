@@ -112,8 +112,20 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
     os.execve(command[0], command, {**os.environ, **added})
 
 
+# What `serve --help` says of it.
+DESCRIPTION = (
+    "Start vLLM's OpenAI server configured from the environment: each SM_VLLM_* variable is "
+    "one of vLLM's options (SM_VLLM_MAX_MODEL_LEN=8192 is --max-model-len 8192); the model is "
+    "/opt/ml/model or HF_MODEL_ID. Arguments this command does not know pass through to vLLM "
+    "(`serve --max-num-seqs 64`). SageMaker starts the container as `serve`."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of `serve` (all others pass through to vLLM)."""
+    """The options of `serve` (all others pass through to vLLM), and its description and usage
+    where the parser has none."""
+    parser.description = parser.description or DESCRIPTION
+    parser.usage = parser.usage or "%(prog)s [-h] [--dry-run] [VLLM_OPTION ...]"
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -132,10 +144,6 @@ def _strip_serve(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `serve` command (the image's entrypoint)."""
-    parser = add_arguments(
-        argparse.ArgumentParser(
-            prog="serve", description="Start vLLM's OpenAI server configured from the environment."
-        )
-    )
+    parser = add_arguments(argparse.ArgumentParser(prog="serve"))
     args, extra = parser.parse_known_args(_strip_serve(sys.argv[1:] if argv is None else argv))
     return run(extra, args.dry_run)

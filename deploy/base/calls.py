@@ -14,6 +14,8 @@ from vllm_sagemaker.handler.core import s3_uri
 
 # How often a run asks SageMaker whether an endpoint or a job has got where it waits for.
 POLL_S = 15.0
+# The option that keeps what a failed run created (`deploy.base.run.Rollback`).
+KEEP_OPTION = "--keep-on-failure"
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,17 @@ class Call:
     service: str
     operation: str
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Undo:
+    """How a failed run takes back one call it made (`deploy.base.run.Rollback`): `what` names
+    what the call touched, as a line says it ("model llm"); `call` deletes what it created, or
+    None where nothing can be taken back without touching what was there before (an object a
+    PutObject wrote may have replaced one)."""
+
+    what: str
+    call: Call | None = None
 
 
 @dataclass(frozen=True)

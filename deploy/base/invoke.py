@@ -29,8 +29,10 @@ from collections.abc import Awaitable, Callable
 import httpx
 from tqdm import tqdm
 
+from vllm_sagemaker.deploy.base import error_answers
 from vllm_sagemaker.deploy.base.pace import Pace
 from vllm_sagemaker.handler.core.config import VLLM_API_KEY_VAR
+from vllm_sagemaker.handler.core.errors import status_phrase
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0
@@ -51,7 +53,7 @@ class Refused(InvocationFailed):
     """The model refused the request with a status that another try would not change."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message[:500]}")
+        super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
 
@@ -197,10 +199,11 @@ async def post(
             raise key_refused(where, "authorization" in client.headers)
         if response.status_code == 429:
             wait = retry_after_s(response.headers.get("retry-after"))
-            raise Throttled(f"HTTP 429: {response.text[:500]}", wait)
+            raise Throttled(error_answers.said(response.content, 429), wait)
         if response.status_code in RETRY_STATUSES:
-            raise Retryable(f"HTTP {response.status_code}: {response.text[:500]}")
-        raise Refused(response.status_code, response.text)
+            raise Retryable(error_answers.said(response.content, response.status_code))
+        status = response.status_code
+        raise Refused(status, error_answers.message(response.content) or status_phrase(status))
 
     return await with_retries(attempt, retries, pace)
 

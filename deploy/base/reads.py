@@ -14,7 +14,7 @@ import boto3
 import botocore.exceptions
 from botocore import xform_name
 
-from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base import credentials, storage
 from vllm_sagemaker.deploy.base.aws_errors import missing
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import explain
@@ -22,10 +22,8 @@ from vllm_sagemaker.handler.core import s3_uri
 
 T = TypeVar("T")
 
-# Errors that mean AWS could not be asked at all.
+# Errors that mean AWS could not be asked at all (credentials: `unreachable`).
 UNREACHABLE = (
-    botocore.exceptions.NoCredentialsError,
-    botocore.exceptions.PartialCredentialsError,
     botocore.exceptions.NoRegionError,
     botocore.exceptions.EndpointConnectionError,
     botocore.exceptions.ConnectTimeoutError,
@@ -85,7 +83,9 @@ class Reads:
         """`read()`; SystemExit with one line naming the read when AWS cannot be asked."""
         try:
             return read()
-        except UNREACHABLE as error:
+        except Exception as error:
+            if not unreachable(error):
+                raise
             raise SystemExit(f"deploy: cannot read {what}: {_told(error)}") from None
 
     def guarded(self, read: Callable[[], T], what: str, assumption: str, instead: T) -> T:
@@ -95,9 +95,17 @@ class Reads:
             return self.required(read, what)
         try:
             return read()
-        except UNREACHABLE as error:
+        except Exception as error:
+            if not unreachable(error):
+                raise
             self.assumed.append(f"cannot read {what} ({_told(error)}), so {assumption}")
             return instead
+
+
+def unreachable(error: Exception) -> bool:
+    """Whether `error` means AWS could not be asked: no region or network, or credentials it
+    cannot be asked with (none, expired, refused)."""
+    return isinstance(error, UNREACHABLE) or credentials.cannot_ask(error)
 
 
 def _told(error: Exception) -> str:

@@ -26,3 +26,11 @@ def use_region(given: str | None, env: MutableMapping[str, str]) -> None:
     region = chosen_region(given, env)
     if region:
         env[BOTO3_VARIABLE] = region
+
+
+def run_region() -> str | None:
+    """The region this run works in: the chosen one (handed to boto3 by `use_region`), else the
+    AWS profile's; None when there is none (the first AWS call says so)."""
+    import boto3  # here: the parsers load this module, and `--help` loads no boto3
+
+    return boto3.session.Session().region_name

@@ -5,7 +5,7 @@ of lines and tokens, and the output and error files appended to as lines are ans
 through `Sinks`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from vllm_sagemaker.handler.core import usage
@@ -21,6 +21,12 @@ class Summary:
     throttled: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Lines that got no answer from a model, by why (`deploy batch`: their jobs failed, or
+    # never started): their error lines are written, and they are not counted as answered.
+    not_run: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, why: str) -> None:
+        self.not_run[why] = self.not_run.get(why, 0) + 1
 
     def count(self, result: Outcome) -> None:
         self.lines += 1
@@ -34,9 +40,10 @@ class Summary:
 
     def counts(self) -> str:
         """Lines and tokens, the part every summary (of `batch` or of a fleet) starts with."""
+        skipped = "".join(f", {count} lines not run ({why})" for why, count in self.not_run.items())
         return (
             f"{self.lines} lines answered ({self.succeeded} succeeded, {self.failed} failed"
-            f"{f', {self.resumed} from before' if self.resumed else ''}), "
+            f"{f', {self.resumed} from before' if self.resumed else ''}){skipped}, "
             f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens"
         )
 

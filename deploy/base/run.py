@@ -1,33 +1,157 @@
-"""Carrying out a plan of AWS calls with boto3, or printing it for `--dry-run`."""
+"""Carrying out a plan of AWS calls with boto3, or printing it for `--dry-run`; and taking
+back what a failed run created (`Rollback`)."""
 
 import contextlib
-import sys
+import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import IO, Any
 
 import boto3
 from botocore import xform_name
 
-from vllm_sagemaker.deploy.base import storage
-from vllm_sagemaker.deploy.base.calls import POLL_S, Call, Lines, to_json
+from vllm_sagemaker.deploy.base import profile, storage
+from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S, Call, Lines, Undo, to_json
+from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.deploy.base.interrupts import Interrupted, wait_line
+from vllm_sagemaker.deploy.base.say import say, stopped, unprefixed
 from vllm_sagemaker.handler.core.jsonlines import iter_records
+
+# How many of the objects a failed run wrote and leaves its line names.
+NAMED_WRITES = 2
 
 
 def execute(
-    calls: Sequence[Call], dry_run: bool, assumed: Sequence[str] = ()
+    calls: Sequence[Call],
+    dry_run: bool,
+    assumed: Sequence[str] = (),
+    rollback: "Rollback | None" = None,
 ) -> list[dict[str, Any]]:
     """Make the calls in order and return their answers; or, for a dry run, print them as JSON
-    (and on stderr what the plan had to assume) and make none."""
+    (and on stderr what the plan had to assume) and make none. `rollback` records each call
+    made, and the one that failed."""
     if dry_run:
         for assumption in assumed:
-            print(f"deploy: dry run: {assumption}", file=sys.stderr)
+            say(f"dry run: {assumption}")
         print(to_json(calls))
         return []
     with _LineReader() as lines:
-        return [_make(call, lines) for call in calls]
+        answers = []
+        for call in calls:
+            with rollback.making(call) if rollback else contextlib.nullcontext():
+                answers.append(_make(call, lines))
+        return answers
+
+
+def call_failed(call: Call, said: str) -> str:
+    """The line of a call that failed, from the line of its error (`deploy.base.errors`)."""
+    operation = call.operation
+    return f"{operation} failed: {said.removeprefix(f'AWS refused {operation}: ')}"
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def rollback_line(
+    failure: str,
+    removed: Sequence[str],
+    not_removed: Sequence[tuple[str, str]] = (),
+    written: Sequence[str] = (),
+    kept: bool = False,
+) -> str:
+    """The one line of a failed run: what failed, then what this run created and took back
+    (`removed`; with `kept`, left on purpose), what it could not take back (what, why) and what
+    it wrote that stays (a write cannot be told from what was there before)."""
+    parts = [failure]
+    if removed:
+        parts.append(
+            f"kept {_listed(removed)} ({KEEP_OPTION})" if kept else f"removed {_listed(removed)}"
+        )
+    parts += [f"could not remove {what} ({why})" for what, why in not_removed]
+    if written:
+        shown = list(written[:NAMED_WRITES])
+        if len(written) > NAMED_WRITES:
+            shown.append(f"{len(written) - NAMED_WRITES} more")
+        parts.append(f"what it wrote stays: {_listed(shown)}")
+    return "; ".join(parts)
+
+
+class Rollback:
+    """What a failed run takes back, as CloudFormation rolls back a stack: in reverse order,
+    what this run's calls created (`undo` says how to delete it: `Undo.call`), never what was
+    there before; with `keep`, nothing, and the line says what was kept. Used as a `with` block
+    around the run, whose calls `execute(..., rollback=...)` makes: an error that leaves the
+    block (a call that failed, a builder, an endpoint that ended Failed) becomes one line and
+    exit status 1, naming the call that failed and what was removed."""
+
+    def __init__(self, undo: Callable[[Call], Undo | None], keep: bool = False) -> None:
+        self.undo = undo
+        self.keep = keep
+        self.made: list[Call] = []
+        self.failed: Call | None = None
+
+    @contextlib.contextmanager
+    def making(self, call: Call) -> Iterator[None]:
+        """`call` is the one that failed while it is made, and made once it returns."""
+        self.failed = call
+        yield
+        self.failed = None
+        self.made.append(call)
+
+    def __enter__(self) -> "Rollback":
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(error, SystemExit) and error.code in (None, 0):
+            return
+        if not isinstance(error, (Exception, SystemExit)):
+            return  # none, or Ctrl-C: the interrupted run says what it left
+        told = self._failure(error)
+        line = self._rolled_back(told or f"{type(error).__name__}: {error}")
+        if told is None:  # a bug: its traceback follows
+            say(line)
+            return
+        raise stopped(line) from error
+
+    def _failure(self, error: BaseException) -> str | None:
+        """The line of what failed: the call that failed and why; None for a bug."""
+        said: str | None
+        if isinstance(error, SystemExit):
+            code = error.code
+            said = unprefixed(code) if isinstance(code, str) else f"exit status {code}"
+        else:
+            said = explain(error)
+        if said is None or self.failed is None:
+            return said
+        return call_failed(self.failed, said)
+
+    def _rolled_back(self, failure: str) -> str:
+        taken = [undo for call in reversed(self.made) if (undo := self.undo(call))]
+        removable = [undo for undo in taken if undo.call is not None]
+        written = [undo.what for undo in reversed(taken) if undo.call is None]
+        if self.keep:
+            return rollback_line(failure, [u.what for u in removable], (), written, kept=True)
+        removed: list[str] = []
+        not_removed: list[tuple[str, str]] = []
+        with _LineReader() as lines:
+            for undo in removable:
+                assert undo.call is not None
+                try:
+                    _make(undo.call, lines)
+                except Exception as error:
+                    not_removed.append((undo.what, explain(error) or repr(error)))
+                else:
+                    removed.append(undo.what)
+        return rollback_line(failure, removed, not_removed, written)
 
 
 def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
@@ -82,20 +206,38 @@ class _LineReader(contextlib.ExitStack):
         self._at = body.end
 
 
+def described(call: Call) -> str:
+    """What a Describe call reads, as a line names it: `endpoint llm`, `transform job j`."""
+    kind = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", call.operation.removeprefix("Describe")).lower()
+    return f"{kind} {next(iter(call.params.values()), '')}".strip()
+
+
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:
-    """Poll `describe` until its status is in `done` (returned) or `failed` (SystemExit)."""
+    """Poll `describe` until its status is in `done` (returned) or `failed` (SystemExit).
+    Ctrl-C stops the wait, not what is waited for: `interrupts.Interrupted`, whose line says
+    that it goes on and how to check it or take it back."""
     client = boto3.client(describe.service)
     operation = getattr(client, xform_name(describe.operation))
     last = None
-    while True:
-        answer = operation(**describe.params)
-        status = answer[status_key]
-        if status != last:
-            print(f"deploy: {status}", file=sys.stderr, flush=True)
-            last = status
-        if status in done:
-            return answer
-        if status in failed:
-            reason = answer.get("FailureReason", "no reason given")
-            raise SystemExit(f"deploy: {status}: {reason}")
-        time.sleep(POLL_S)
+    try:
+        while True:
+            answer = operation(**describe.params)
+            status = answer[status_key]
+            if status != last:
+                say(f"{described(describe)}: {status}")
+                last = status
+            if status in done:
+                return answer
+            if status in failed:
+                reason = answer.get("FailureReason", "no reason given")
+                raise stopped(f"{described(describe)}: {status}: {reason}")
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        line = wait_line(
+            describe.operation,
+            describe.params,
+            last,
+            client.meta.region_name,
+            profile.given_profile(),
+        )
+        raise Interrupted(line) from None

@@ -32,6 +32,7 @@ from typing import IO, Any, cast
 
 import httpx
 
+from vllm_sagemaker.deploy.base.error_answers import said
 from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
 
 HTTP_RETRIES = 5
@@ -49,18 +50,17 @@ class NoInput(Unreachable, FileNotFoundError):
 @contextlib.contextmanager
 def _s3(action: str, uri: str) -> Iterator[None]:
     """S3 calls whose failure (no credentials, no bucket, access denied, no network) is the one
-    line `cannot <action> <uri>: <why>`. Every S3 call goes through here, so boto3 loads here."""
-    import boto3.exceptions
-    import botocore.exceptions
+    line `cannot <action> <uri>: <why>`, the why as every command tells it
+    (`deploy.base.aws_lines`). Every S3 call goes through here, so boto3 loads here."""
+    from vllm_sagemaker.deploy.base.aws_lines import aws_line
 
     try:
         yield
-    except (
-        botocore.exceptions.BotoCoreError,
-        botocore.exceptions.ClientError,
-        boto3.exceptions.Boto3Error,
-    ) as error:
-        raise Unreachable(f"cannot {action} {uri}: {error}") from error
+    except Exception as error:
+        why = aws_line(error)
+        if why is None:
+            raise
+        raise Unreachable(f"cannot {action} {uri}: {why}") from error
 
 
 @functools.cache
@@ -211,7 +211,7 @@ def _http(method: str, url: str, upload: str | None = None, into: IO[bytes] | No
                         for chunk in response.iter_bytes():
                             into.write(chunk)
                     return
-                failure = f"HTTP {response.status_code}: {response.read()[:300]!r}"
+                failure = said(response.read(), response.status_code)
         except httpx.TransportError as error:
             failure = f"{type(error).__name__}: {error}"
             continue

@@ -4,10 +4,9 @@ This module loads no boto3: `vllm-sagemaker --help` builds this command's parser
 """
 
 import argparse
-import asyncio
 import sys
 
-from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base import interrupts, invoke, profile
 from vllm_sagemaker.deploy.batch.run import Stopped, run
 from vllm_sagemaker.deploy.batch.settings import (
     DEFAULT_MAX_INFLIGHT,
@@ -55,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"lines in flight at once (default {DEFAULT_MAX_INFLIGHT})",
     )
     parser.add_argument("--region", help="the endpoint's AWS region (default: boto3's)")
+    profile.add_profile_argument(parser)
     parser.add_argument(
         "--inference-component",
         metavar="NAME",
@@ -121,7 +121,8 @@ def main(args: argparse.Namespace, extra: list[str]) -> int:
         wait_ready_s=args.wait_ready,
     )
     try:
-        asyncio.run(run(settings))
+        # Ctrl-C: `interrupts.Interrupted`, whose line the top prints (exit status 130).
+        interrupts.run(run(settings))
     except Stopped as error:
         print(f"batch: {error}", file=sys.stderr)
         return 1

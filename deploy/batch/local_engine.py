@@ -6,6 +6,7 @@ neither its routes nor its Files and Batches API are open to the network or to o
 while the run goes on.
 """
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -81,10 +82,12 @@ def _tail(path: Path, lines: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-@contextlib.contextmanager
-def serving(model: str, extra: Sequence[str], api_key: str) -> Iterator[str]:
+@contextlib.asynccontextmanager
+async def serving(model: str, extra: Sequence[str], api_key: str) -> AsyncIterator[str]:
     """Start `serve` for `model` (vLLM options in `extra`) on 127.0.0.1, requiring `api_key`;
-    yield its URL once ready; stop it with SIGTERM at the end."""
+    yield its URL once ready; stop it with SIGTERM at the end. The start is waited for without
+    blocking the event loop, so Ctrl-C stops it at once; stopping the engine then may take a
+    while (a second Ctrl-C ends the runner, and the kernel sends the engine SIGTERM)."""
     port = _free_port()
     args, env = command(str(Path(sys.executable).with_name("serve")), model, extra, port, api_key)
     with tempfile.TemporaryDirectory(prefix="vllm-sagemaker-engine-") as tmp:
@@ -94,27 +97,33 @@ def serving(model: str, extra: Sequence[str], api_key: str) -> Iterator[str]:
         url = f"http://{HOST}:{port}"
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            while not _ready(url):
-                if process.poll() is not None:
-                    raise EngineFailed(f"serve exited with {process.returncode}:\n{_tail(log)}")
-                if time.monotonic() > deadline:
-                    raise EngineFailed(
-                        f"serve not ready after {START_TIMEOUT_S:g} s:\n{_tail(log)}"
-                    )
-                time.sleep(POLL_S)
+            async with httpx.AsyncClient() as client:
+                while not await _ready(client, url):
+                    if process.poll() is not None:
+                        raise EngineFailed(f"serve exited with {process.returncode}:\n{_tail(log)}")
+                    if time.monotonic() > deadline:
+                        raise EngineFailed(
+                            f"serve not ready after {START_TIMEOUT_S:g} s:\n{_tail(log)}"
+                        )
+                    await asyncio.sleep(POLL_S)
             yield url
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            _stop(process)
 
 
-def _ready(url: str) -> bool:
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL to the engine's session if it is still there after a minute."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+async def _ready(client: httpx.AsyncClient, url: str) -> bool:
     try:
-        return httpx.get(url + "/ping", timeout=2).status_code == 200
+        return (await client.get(url + "/ping", timeout=2)).status_code == 200
     except httpx.HTTPError:
         return False

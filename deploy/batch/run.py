@@ -14,14 +14,17 @@ stdout outputs are staged in a private directory until they are delivered
 `VLLM_API_KEY`); one that refuses the call (401) stops the run with one line. A container at
 `--endpoint` that is starting is waited for (`--wait-ready`); nobody there stops the run at once.
 A run that stops says why in one line, which names `--resume` only when answers are written
-(`stopped`).
+(`stopped`); so does a run Ctrl-C stops (`interrupted`, exit status 130), once what was in flight
+is closed: the output holds whole lines only, which `--resume` keeps. A second run on an output
+a run holds is refused (`deploy.batch.staging`).
 """
 
+import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
 
-from vllm_sagemaker.deploy.base import invoke, storage
+from vllm_sagemaker.deploy.base import interrupts, invoke, storage
 from vllm_sagemaker.deploy.base.ordered import in_order
 from vllm_sagemaker.deploy.base.pace import Pace
 from vllm_sagemaker.deploy.base.results import Sinks, Summary
@@ -62,13 +65,13 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
         finally:
             endpoint.close()
         return
-    with contextlib.ExitStack() as stack:
+    async with contextlib.AsyncExitStack() as stack:
         if settings.endpoint:
             url, key = settings.endpoint, settings.api_key
         else:
             assert settings.model is not None
             key = settings.api_key or local_engine.new_key()
-            url = stack.enter_context(
+            url = await stack.enter_async_context(
                 local_engine.serving(settings.model, settings.serve_args, key)
             )
         async with invoke.client(url, key) as client:
@@ -100,20 +103,31 @@ def stopped(error: Exception, answered: int) -> Stopped:
     when there are some; with none it would do what a plain run does, so it is not."""
     if not answered:
         return Stopped(str(error))
-    return Stopped(
-        f"{error}; {answered} lines are answered and kept: run the same command with --resume "
-        "to finish"
+    return Stopped(f"{error}; {answered} lines are answered and kept: {interrupts.RESUME}")
+
+
+def interrupted(settings: BatchSettings, answered: int) -> interrupts.Interrupted:
+    """The line of a run Ctrl-C stopped with `answered` lines in its outputs (earlier runs'
+    included): where they are kept (a staged output's staging file), and `--resume`."""
+    uris = [settings.output, *([settings.error_file] if settings.error_file else [])]
+    if answered:
+        uris = [staging.kept_in(uri, settings.output_tmp_dir) for uri in uris]
+    return interrupts.Interrupted(
+        interrupts.kept_line(answered, "line", "answered", " and ".join(uris))
     )
 
 
 async def run(settings: BatchSettings) -> Summary:
     """Answer the input's lines; the outputs are created at the first answer and delivered at
-    the end. `Stopped` when the run cannot go on."""
+    the end. `Stopped` when the run cannot go on, `interrupts.Interrupted` when Ctrl-C stops it
+    (the task cancelled)."""
     summary = Summary()
     try:
         return await _run(settings, summary)
     except STOPS as error:
         raise stopped(error, summary.lines) from error
+    except asyncio.CancelledError:
+        raise interrupted(settings, summary.lines) from None
 
 
 async def _run(settings: BatchSettings, summary: Summary) -> Summary:
@@ -124,16 +138,22 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
 
     output = sink_for(settings.output)
     errors = sink_for(settings.error_file) if settings.error_file else None
+    if errors is not None and errors.directory == output.directory:
+        raise storage.Unreachable(
+            f"cannot write {settings.error_file}: it is the output itself; give --error-file a "
+            "path of its own"
+        )
     outputs = [sink for sink in (output, errors) if sink is not None]
-    for sink in outputs:
-        for result in sink.earlier():
-            answered.add(result)
-            summary.count(result)
-            summary.resumed += 1
     sinks = Sinks(output, errors)
     with contextlib.ExitStack() as stack:
         for sink in outputs:
             stack.callback(sink.close)
+            sink.hold()
+        for sink in outputs:
+            for result in sink.earlier():
+                answered.add(result)
+                summary.count(result)
+                summary.resumed += 1
         source = stack.enter_context(storage.reading(settings.input))
         pace = Pace(most_requests(settings))
         async with target_for(settings, pace) as target:

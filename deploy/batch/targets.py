@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base import error_answers, invoke
 from vllm_sagemaker.deploy.base.pace import Pace
-from vllm_sagemaker.deploy.base.region import REGION_HELP
 from vllm_sagemaker.handler.core.config import API_KEY_VAR
 from vllm_sagemaker.handler.core.content_types import JSON_LINES
 from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
@@ -98,19 +97,22 @@ def classify(error: "botocore.exceptions.ClientError") -> Exception:
     `invoke.KeyRefused` for a container that wants an API key)."""
     response: dict[str, Any] = error.response
     code = response.get("Error", {}).get("Code", "")
-    message = response.get("Error", {}).get("Message") or str(error)
+    status_code = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    message = error_answers.message(
+        str(response.get("Error", {}).get("Message", ""))
+    ) or error_answers.said("", status_code)
     if code == "ModelError":
         status = int(response.get("OriginalStatusCode") or 0)
-        original = str(response.get("OriginalMessage") or message)
+        original = error_answers.message(str(response.get("OriginalMessage") or "")) or message
         if status == 429:
-            return invoke.Throttled(f"the model answered HTTP 429: {original[:500]}")
+            return invoke.Throttled(f"the model answered HTTP 429: {original}")
         if status == 401:
             return invoke.KeyRefused(
                 "the endpoint's container wants an API key (HTTP 401), which InvokeEndpoint "
                 f"cannot send: on SageMaker, leave {API_KEY_VAR} unset (SigV4 guards the endpoint)"
             )
         if status in invoke.RETRY_STATUSES or status == 0:
-            return invoke.Retryable(f"the model answered HTTP {status}: {original[:500]}")
+            return invoke.Retryable(f"the model answered HTTP {status}: {original}")
         return invoke.Refused(status, original)
     if code == "ThrottlingException":
         return invoke.Throttled(f"{code}: {message}")
@@ -142,6 +144,8 @@ class Endpoint:
         import botocore.config
         import botocore.exceptions
 
+        from vllm_sagemaker.deploy.base import aws_lines
+
         config = botocore.config.Config(
             region_name=region,
             read_timeout=timeout_s,
@@ -153,10 +157,8 @@ class Endpoint:
         try:
             self.runtime = boto3.client("sagemaker-runtime", config=config)
             self.control = boto3.client("sagemaker", config=config)
-        except botocore.exceptions.NoRegionError as error:
-            raise invoke.NotReady(f"endpoint {name}: no AWS region: {REGION_HELP}") from error
         except botocore.exceptions.BotoCoreError as error:
-            raise invoke.NotReady(f"endpoint {name}: {error}") from error
+            raise invoke.NotReady(f"endpoint {name}: {aws_lines.aws_line(error)}") from error
         self.component = inference_component
         self.retries = retries
         self.pace = pace
@@ -166,10 +168,18 @@ class Endpoint:
         """The endpoint must exist and serve (DescribeEndpoint), else nothing is sent."""
         import botocore.exceptions
 
+        from vllm_sagemaker.deploy.base import aws_errors, aws_lines
+
         try:
             answer = await self._call(self.control.describe_endpoint, EndpointName=self.name)
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
-            raise invoke.NotReady(f"endpoint {self.name}: {error}") from None
+        except Exception as error:
+            if isinstance(error, botocore.exceptions.ClientError) and aws_errors.missing(error):
+                where = self.control.meta.region_name
+                raise invoke.NotReady(aws_lines.no_endpoint(self.name, where)) from None
+            told = aws_lines.aws_line(error)
+            if told is None:
+                raise
+            raise invoke.NotReady(f"endpoint {self.name}: {told}") from None
         status = answer["EndpointStatus"]
         if status not in SERVING:
             raise invoke.NotReady(f"endpoint {self.name} is {status}, not InService")
@@ -186,19 +196,25 @@ class Endpoint:
             params["InferenceComponentName"] = self.component
         import botocore.exceptions
 
+        from vllm_sagemaker.deploy.base import aws_lines, credentials
+
         async def attempt() -> bytes:
             try:
                 answer = await self._call(self.runtime.invoke_endpoint, **params)
                 return await asyncio.get_running_loop().run_in_executor(
                     self.pool, answer["Body"].read
                 )
-            except botocore.exceptions.ClientError as error:
-                raise classify(error) from None
-            except (
-                botocore.exceptions.ConnectionError,
-                botocore.exceptions.HTTPClientError,
-            ) as error:
-                raise invoke.Retryable(str(error)) from None
+            except Exception as error:
+                if credentials.cannot_ask(error):  # none, refused, or expired during the run
+                    raise invoke.InvocationFailed(str(aws_lines.aws_line(error))) from None
+                if isinstance(error, botocore.exceptions.ClientError):
+                    raise classify(error) from None
+                if isinstance(
+                    error,
+                    (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError),
+                ):
+                    raise invoke.Retryable(str(error)) from None
+                raise
 
         return await invoke.with_retries(attempt, self.retries, self.pace)
 

@@ -2,17 +2,18 @@
 (`deploy.kit.fleet`), or on running containers with `--local`."""
 
 import argparse
-import asyncio
 import sys
 
+from vllm_sagemaker.deploy.base import interrupts
 from vllm_sagemaker.deploy.base.invoke import api_key
 from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs
+from vllm_sagemaker.deploy.kit.checks import env_from_pairs, refuse
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
+from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import (
-    has_model,
     instance_note,
     role,
     say,
@@ -25,13 +26,7 @@ from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, mod
 def main(args: argparse.Namespace) -> int:
     if args.cancel:
         return fleet.cancel(args.work_prefix, args.dry_run)
-    if args.api_key and not args.local:
-        raise SystemExit(
-            "deploy: --api-key is for --local containers: SageMaker's transform jobs call the "
-            "container without one (leave SM_VLLM_API_KEY unset there)"
-        )
-    if not args.input_file or not args.output_file:
-        raise SystemExit("deploy: batch needs --input-file and --output-file")
+    # Its files, and on SageMaker an image, an instance type and a model: checks.fleet_problem.
     settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
     batch = fleet.FleetBatch(
         args.name,
@@ -49,29 +44,36 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.local:
             jobs = LocalJobs(args.local, settings, api_key(args.api_key))
-            return asyncio.run(fleet.run(batch, jobs))
+            return interrupts.run(fleet.run(batch, jobs))
         return _on_sagemaker(args, batch, settings)
     except fleet.Unusable as error:
         say(str(error))
         return 2
     except KeyboardInterrupt:
-        say(
-            "stopped; no new job starts. Transform jobs already started keep running; "
-            "run the same command again to collect them and finish the rest"
+        raise interrupts.Interrupted(stopped_line(bool(args.local), args.work_prefix)) from None
+
+
+def stopped_line(local: bool, work: str) -> str:
+    """What a Ctrl-C leaves: the shards finished are kept; SageMaker's jobs go on, local ones
+    stop with the command."""
+    if local:
+        return interrupts.interrupted_line(
+            f"no new job starts; the shards finished are kept under {work}",
+            "run the same command again to finish the rest",
         )
-        return 130
+    return interrupts.interrupted_line(
+        "no new job starts; transform jobs already started keep running",
+        "run the same command again to collect them and finish the rest",
+    )
 
 
 def _on_sagemaker(
     args: argparse.Namespace, batch: fleet.FleetBatch, settings: TransformSettings
 ) -> int:
     """The shards as transform jobs: the model (made once, or reused when SageMaker holds it as
-    asked), then the run; with --dry-run, what the run would write."""
-    if not (args.image and args.instance_type and has_model(args)):
-        raise SystemExit(
-            "deploy: batch on SageMaker needs --image, --instance-type and a model "
-            "(--model-id, --model-data or --model-prefix); or give --local URL..."
-        )
+    asked), then the run; with --dry-run, what the run would write. The model stays when the run
+    fails: running the same command again uses it."""
+    refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
     instance_note(args.instance_type)
     model = create_model(
@@ -101,4 +103,4 @@ def _on_sagemaker(
         transform_note(args.instance_type)
         execute(first, False)
 
-    return asyncio.run(fleet.run(batch, jobs(), ready))
+    return interrupts.run(fleet.run(batch, jobs(), ready))

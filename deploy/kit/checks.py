@@ -14,9 +14,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vllm_sagemaker.deploy.image import build
-from vllm_sagemaker.deploy.image.build import ENGINES
 from vllm_sagemaker.deploy.kit import token
-from vllm_sagemaker.deploy.kit.plans import instances
+from vllm_sagemaker.deploy.kit.image_checks import (
+    context_problem,
+    image_instance_problem,
+    image_problem,
+    no_image_problem,
+    repository_problem,
+    tag_problem,
+    target_tag_problem,
+)
+from vllm_sagemaker.deploy.kit.instance_checks import (
+    instance_image_warning,
+    instance_type_problem,
+    instance_type_warning,
+)
+from vllm_sagemaker.deploy.kit.options import has_model
+from vllm_sagemaker.deploy.kit.plans import instances, shards
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
 from vllm_sagemaker.deploy.kit.plans.names import (
     MAX_NAME,
@@ -34,16 +48,6 @@ NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a lette
 # CreateTransformJob: MaxPayloadInMB from 0 (no limit: chunked encoding) to 100, and with
 # MaxConcurrentTransforms, their product at most 100 MB as well.
 MAX_PAYLOAD_MB = 100
-# Private ECR, the only registry SageMaker pulls from (besides a VPC registry the kit does not
-# use): <account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn]/<repository>[:tag|@sha256:digest].
-# ECR's repository names (2-256 characters) and the tags a builder's `-t` takes.
-_REPOSITORY = r"([a-z0-9]+([._-][a-z0-9]+)*/)*[a-z0-9]+([._-][a-z0-9]+)*"
-_REPOSITORY_LENGTH = (2, 256)
-_TAG = r"[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}"
-_ECR_IMAGE = re.compile(
-    r"\d{12}\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com(\.cn)?"
-    rf"/{_REPOSITORY}(:{_TAG}|@sha256:[0-9a-f]{{64}})?"
-)
 # CreateModel's ExecutionRoleArn (its pattern and length).
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
 _ROLE_LENGTH = (20, 2048)
@@ -59,10 +63,21 @@ _MAX_S3_URI = 1024
 _ENV_KEY = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _MAX_ENV_VALUE = 1024
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+# What a run without a role is told (a dry run shows a placeholder instead).
+NO_ROLE = (
+    f"--role: not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role "
+    f"SageMaker runs the model as) or set {ROLE_VARIABLE}"
+)
 
 
 class Refused(Exception):
     """An option's value a command refuses before it calls AWS: exit status USAGE_ERROR."""
+
+
+def refuse(problem: str | None) -> None:
+    """Refused, when there is a problem."""
+    if problem:
+        raise Refused(problem)
 
 
 def name_problem(name: str, derived: Sequence[tuple[str, str]] = ()) -> str | None:
@@ -100,33 +115,6 @@ def longest_name(command: str) -> int:
     return MAX_NAME - max(extra, default=0)
 
 
-def instance_type_problem(value: str) -> str | None:
-    if not value.startswith("ml."):
-        return f"--instance-type {value!r}: SageMaker instance types start with 'ml.' (ml.{value}?)"
-    if instances.family_and_size(value) is None:
-        return f"--instance-type {value!r}: not of the form ml.<family>.<size> (ml.g5.12xlarge)"
-    return None
-
-
-def instance_type_warning(value: str) -> str | None:
-    """What the kit cannot size for a well-formed instance type: an unknown family, or a size
-    of a GPU family whose GPU count it does not hold."""
-    parts = instances.family_and_size(value)
-    if parts is None:
-        return None
-    family, size = parts
-    if family in instances.KNOWN_FAMILIES and (
-        family not in instances.GPU_FAMILIES or instances.gpu_count(value)
-    ):
-        return None
-    unknown = f"family {family}" if family not in instances.KNOWN_FAMILIES else f"size {size}"
-    return (
-        f"--instance-type {value}: the kit does not know {unknown}, so it sets no tensor "
-        "parallelism and no inference AMI; with several GPUs, add --env "
-        "SM_VLLM_TENSOR_PARALLEL_SIZE=<GPUs>"
-    )
-
-
 def range_problem(option: str, value: int, least: int, most: int | None = None) -> str | None:
     if value >= least and (most is None or value <= most):
         return None
@@ -138,21 +126,15 @@ def positive_problem(option: str, value: float) -> str | None:
     return None if value > 0 else f"{option} {value:g}: must be more than 0"
 
 
-def transform_problem(instance_type: str, model_prefix: str | None, stream: bool) -> str | None:
-    """What a transform job cannot take: a model prefix SageMaker would have to copy, or a GPU
-    family transform jobs do not offer."""
+def transform_problem(model_prefix: str | None, stream: bool) -> str | None:
+    """What a transform job cannot take: a model prefix SageMaker would have to copy (the
+    instance types it takes: `instance_checks`)."""
     if model_prefix and not stream:
         return (
             "--model-prefix cannot be used for Batch Transform: SageMaker does not copy an "
             "uncompressed S3 prefix (ModelDataSource) for transform jobs. Add --stream-weights "
             "(the container streams the weights from the prefix itself), pack the model as "
             "model.tar.gz and give --model-data, or use --model-id."
-        )
-    family = (instances.family_and_size(instance_type) or ("", ""))[0]
-    if instances.gpu_count(instance_type) and family not in instances.TRANSFORM_FAMILIES:
-        return (
-            f"--instance-type {instance_type}: transform jobs do not run on it; GPU families "
-            "they offer: " + ", ".join(instances.TRANSFORM_FAMILIES)
         )
     return None
 
@@ -198,113 +180,6 @@ def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
     return None
 
 
-def image_problem(value: str) -> str | None:
-    if _ECR_IMAGE.fullmatch(value):
-        return None
-    return (
-        f"--image {value!r}: SageMaker pulls images from Amazon ECR only: give "
-        "<account>.dkr.ecr.<region>.amazonaws.com/<repository>[:tag]; `vllm-sagemaker deploy "
-        "image` pushes the image there and prints that URI"
-    )
-
-
-def repository_problem(value: str) -> str | None:
-    least, most = _REPOSITORY_LENGTH
-    if re.fullmatch(_REPOSITORY, value) and least <= len(value) <= most:
-        return None
-    return (
-        f"--repository {value!r}: ECR repository names are {least}-{most} lowercase letters, "
-        "digits and . _ - /, each part between slashes starting and ending with a letter or digit"
-    )
-
-
-def tag_problem(value: str) -> str | None:
-    if re.fullmatch(_TAG, value):
-        return None
-    return (
-        f"--tag {value!r}: image tags are 1-128 letters, digits, underscores, dots and hyphens, "
-        "not starting with a dot or hyphen"
-    )
-
-
-def named_target(tag: str) -> str | None:
-    """The image (`deploy image --target`) a tag names as one of its words: `cpu`, `cpu-v2` and
-    `v2.gpu` name one; `v1`, `latest` and a tag naming both name none."""
-    named = {word for word in re.split(r"[-_.]", tag.lower()) if word in ENGINES}
-    return named.pop() if len(named) == 1 else None
-
-
-def image_tag(image: str) -> str | None:
-    """The tag of an image URI; None when it has none or gives a digest."""
-    if "@" in image:
-        return None
-    return image.rsplit("/", 1)[-1].partition(":")[2] or None
-
-
-def target_tag_problem(target: str, tag: str) -> str | None:
-    """`deploy image --tag` naming the other image than the one `--target` builds."""
-    named = named_target(tag)
-    if named is None or named == target:
-        return None
-    return (
-        f"--tag {tag!r} names the {named} image, but --target is {target}: give --target "
-        f"{named}, or a tag that does not name the {named} image"
-    )
-
-
-def context_problem(context: str, has_dockerfile: bool) -> str | None:
-    if has_dockerfile:
-        return None
-    return (
-        f"--context {context!r}: no Dockerfile there; run the command in the checkout of this "
-        "repository, or give --context with the checkout's path"
-    )
-
-
-def image_instance_problem(image: str, instance_type: str) -> str | None:
-    """An `--image` whose tag names the other image than the one the instance type takes (the
-    CPU image on a GPU instance, the GPU image on a CPU one)."""
-    wanted = instances.image_target(instance_type)
-    tag = image_tag(image)
-    named = named_target(tag) if tag else None
-    if wanted is None or named is None or named == wanted:
-        return None
-    has = "has no GPU" if wanted == "cpu" else "has NVIDIA GPUs"
-    return (
-        f"--image {image}: its tag names the {named} image, and {instance_type} {has}: give the "
-        f"{wanted} image (`vllm-sagemaker deploy image --target {wanted}` builds it and prints "
-        "its URI)"
-    )
-
-
-def no_image_problem(instance_type: str) -> str | None:
-    """`deploy endpoint` without `--image`: the kit takes the image `deploy image` pushed for
-    the instance type, when it can tell which that is."""
-    if instances.image_target(instance_type):
-        return None
-    return (
-        f"--image: not given, and the kit cannot tell whether {instance_type} takes the cpu or "
-        "the gpu image; give --image"
-    )
-
-
-def instance_image_warning(value: str) -> str | None:
-    """What neither image is made for: Graviton's arm64 CPUs, and accelerators."""
-    family = (instances.family_and_size(value) or ("", ""))[0]
-    if family in instances.GRAVITON_FAMILIES:
-        return (
-            f"--instance-type {value}: Graviton (arm64); the CPU image runs there only if it was "
-            "built for arm64 (a builder builds for the machine it runs on), which nobody has "
-            "tried yet"
-        )
-    if family in instances.ACCELERATOR_FAMILIES:
-        return (
-            f"--instance-type {value}: neither image drives its accelerators (Inferentia, "
-            "Trainium, Gaudi); the CPU image would run on its host CPUs only"
-        )
-    return None
-
-
 def role_problem(source: str, value: str) -> str | None:
     least, most = _ROLE_LENGTH
     if _ROLE_ARN.fullmatch(value) and least <= len(value) <= most:
@@ -318,6 +193,37 @@ def region_problem(value: str) -> str | None:
     if _REGION.fullmatch(value):
         return None
     return f"--region {value!r}: not an AWS region name (us-east-1, eu-west-2, ...)"
+
+
+def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
+    """`deploy transform`'s shards (when it cuts the input) inside its own --input."""
+    target = shards.shard_prefix(output, job)
+    if not shards.overlap(input_prefix, target):
+        return None
+    return (
+        f"--output {output}: the input's shards would go to {target}, which overlaps --input "
+        f"{input_prefix}; give an --output outside the input"
+    )
+
+
+def fleet_problem(args: Namespace) -> str | None:
+    """What `deploy batch` needs beside --cancel: its files, and on SageMaker (no --local) an
+    image, an instance type and a model, and no --api-key."""
+    if not args.input_file or not args.output_file:
+        return "--input-file and --output-file: deploy batch needs both (or --cancel)"
+    if args.local:
+        return None
+    if args.api_key:
+        return (
+            "--api-key is for --local containers: SageMaker's transform jobs call the container "
+            "without one (leave SM_VLLM_API_KEY unset there)"
+        )
+    if not (args.image and args.instance_type and has_model(args)):
+        return (
+            "--image, --instance-type and a model (--model-id, --model-data or --model-prefix): "
+            "deploy batch on SageMaker needs them; or give --local URL..."
+        )
+    return None
 
 
 def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
@@ -394,6 +300,10 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         found.append("--stream-weights: it streams the weights from --model-prefix; give one")
     if command == "transform":
         found += [s3_problem("--input", args.input), s3_problem("--output", args.output)]
+        if not any(found):
+            found.append(shards_problem(args.input, args.output, args.name))
+    if command == "batch" and not args.cancel:
+        found.append(fleet_problem(args))
     for dest in ("input_file", "output_file", "error_file"):
         if s3_uri.is_s3(given.get(dest) or ""):
             found.append(s3_problem(_option(dest), given[dest]))
@@ -401,9 +311,11 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         found.append(s3_problem("--work-prefix", args.work_prefix))
     warnings: list[str | None] = []
     if given.get("instance_type") is not None:
-        found.append(instance_type_problem(args.instance_type))
+        # Transform jobs' types on SageMaker; what any SageMaker API takes otherwise.
+        catalog = instances.catalog(command in ("transform", "batch") and on_sagemaker)
+        found.append(instance_type_problem(args.instance_type, catalog))
         warnings += [
-            instance_type_warning(args.instance_type),
+            instance_type_warning(args.instance_type, catalog),
             instance_image_warning(args.instance_type),
         ]
         if given.get("image") is not None and on_sagemaker:
@@ -411,7 +323,7 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         elif command == "endpoint":
             found.append(no_image_problem(args.instance_type))
     if command in ("transform", "batch") and on_sagemaker and given.get("instance_type"):
-        found.append(transform_problem(args.instance_type, args.model_prefix, args.stream_weights))
+        found.append(transform_problem(args.model_prefix, args.stream_weights))
     if "instance_count" in given:
         found.append(range_problem("--instance-count", args.instance_count, 1))
     if "max_payload_mb" in given:
@@ -435,6 +347,8 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         role = ("--role", args.role) if args.role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
         if role[1]:
             found.append(role_problem(*role))
+        elif not args.dry_run and not given.get("cancel"):
+            found.append(NO_ROLE)
     return Findings(
         [problem for problem in found if problem], [warning for warning in warnings if warning]
     )

@@ -9,8 +9,8 @@ import argparse
 import os
 from collections.abc import Callable
 
-from vllm_sagemaker.deploy.base import region
-from vllm_sagemaker.deploy.base.calls import POLL_S
+from vllm_sagemaker.deploy.base import profile, region
+from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S
 from vllm_sagemaker.deploy.base.invoke import add_api_key_argument
 from vllm_sagemaker.deploy.image.build import ENGINES, REPOSITORY
 from vllm_sagemaker.deploy.image.builders import BUILDERS
@@ -197,6 +197,15 @@ def _name(parser: argparse.ArgumentParser, command: str, names: str) -> None:
     )
 
 
+def _keep_on_failure(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        KEEP_OPTION,
+        action="store_true",
+        help=f"when the run fails, keep {what} it created, to look into (by default a failed run "
+        "removes what it created, and says so)",
+    )
+
+
 def _no_wait(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--no-wait", action="store_true", help=f"return once it is created, without waiting {what}"
@@ -216,6 +225,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the AWS "
         "profile's)",
     )
+    profile.add_profile_argument(common)
 
     def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
         return commands.add_parser(
@@ -247,6 +257,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the tool that logs in, builds and pushes (default: docker when a Docker engine "
         "answers, else buildah, else podman, the first on PATH)",
     )
+    _keep_on_failure(build, "the ECR repository")
 
     hosted = command(
         "endpoint",
@@ -267,6 +278,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="make it an async endpoint that writes its answers under this prefix",
     )
     _no_wait(hosted, "for InService")
+    _keep_on_failure(hosted, "the model, endpoint config and endpoint")
 
     job = command(
         "transform",
@@ -293,6 +305,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Input: each answer line also holds its input record",
     )
     _no_wait(job, "for the job to end")
+    _keep_on_failure(job, "the model")
 
     fleet_job = command(
         "batch",

@@ -1,16 +1,19 @@
 """`deploy delete`: the endpoint NAME and every endpoint config and model named NAME or
-`NAME-<UTC time>` (`deploy.kit.plans.delete`), one call at a time: a failed deletion is said and
-the rest go on, except that nothing of a standing endpoint is deleted after its own deletion
-failed."""
+`NAME-<UTC time>` (`deploy.kit.plans.delete`), one call at a time, each said as it is removed: a
+failed deletion is said and the rest go on, except that nothing of a standing endpoint is deleted
+after its own deletion failed."""
 
 import argparse
 
 import botocore.exceptions
 
+from vllm_sagemaker.deploy.base.errors import explain
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.run import execute
+from vllm_sagemaker.deploy.base.run import call_failed, execute
+from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.delete import delete_plan
+from vllm_sagemaker.deploy.kit.plans.rollback import touched
 
 
 def main(args: argparse.Namespace) -> int:
@@ -18,9 +21,9 @@ def main(args: argparse.Namespace) -> int:
     for line in kept:
         say(line)
     if not calls:
-        raise SystemExit(
-            f"deploy: nothing to delete: no endpoint, endpoint config or model named {args.name} "
-            f"or {args.name}-<UTC time>"
+        raise stopped(
+            f"nothing to delete: no endpoint, endpoint config or model named {args.name} or "
+            f"{args.name}-<UTC time>"
         )
     if args.dry_run:
         execute(calls, True)
@@ -31,10 +34,12 @@ def main(args: argparse.Namespace) -> int:
             execute([call], False)
         except botocore.exceptions.ClientError as error:
             failed += 1
-            say(f"{call.operation} failed: {error}")
+            say(call_failed(call, explain(error) or str(error)))
             if call.operation == "DeleteEndpoint":
                 say("its endpoint configs and models are kept while the endpoint stands")
                 return 1
+        else:
+            say(f"removed {touched(call)}")
     if failed:
         say(f"{failed} of {len(calls)} deletions failed; run the same command again to retry")
         return 1

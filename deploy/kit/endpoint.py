@@ -3,22 +3,26 @@ InService.
 
 Like every `deploy` command, it reads what decides its plan (`deploy.base.reads`), builds the
 plan (`deploy.kit.plans`) and carries it out (`deploy.base.run`); `--dry-run` makes the same
-reads and prints the same plan as JSON, and writes nothing.
+reads and prints the same plan as JSON, and writes nothing. A run that fails, at a call or
+because the endpoint ended Failed, removes what it created (`deploy.kit.plans.rollback`) unless
+--keep-on-failure.
 """
 
 import argparse
 
-import boto3
-
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.run import execute, wait_for
+from vllm_sagemaker.deploy.base.region import run_region
+from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
+from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.image import build
-from vllm_sagemaker.deploy.kit.checks import Refused, env_from_pairs
+from vllm_sagemaker.deploy.kit.checks import Refused, env_from_pairs, refuse
+from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
 from vllm_sagemaker.deploy.kit.plans.endpoint import endpoint_calls
 from vllm_sagemaker.deploy.kit.plans.instances import image_target
 from vllm_sagemaker.deploy.kit.plans.names import version
+from vllm_sagemaker.deploy.kit.plans.rollback import undo
 
 
 def default_image(reads: Reads, instance_type: str) -> str:
@@ -38,11 +42,10 @@ def default_image(reads: Reads, instance_type: str) -> str:
     )
     if len(reads.assumed) > assumed:
         return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{tag}"
-    where = boto3.session.Session().region_name
+    where = run_region()
     if found is None:
-        raise SystemExit(
-            f"deploy: no --image given, and ECR holds no repository {repository} in {where}: "
-            + first
+        raise stopped(
+            f"no --image given, and ECR holds no repository {repository} in {where}: " + first
         )
     images = Call(
         "ecr",
@@ -50,9 +53,9 @@ def default_image(reads: Reads, instance_type: str) -> str:
         {"repositoryName": repository, "imageIds": [{"imageTag": tag}]},
     )
     if reads.describe(images) is None:
-        raise SystemExit(
-            f"deploy: no --image given, and ECR's {repository} in {where} holds no image tagged "
-            f"{tag}: " + first
+        raise stopped(
+            f"no --image given, and ECR's {repository} in {where} holds no image tagged {tag}: "
+            + first
         )
     uri = f"{found['repositories'][0]['repositoryUri']}:{tag}"
     say(f"image: {uri} (no --image given)")
@@ -60,6 +63,8 @@ def default_image(reads: Reads, instance_type: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.image:
+        refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
     image = args.image or default_image(reads, args.instance_type)
     instance_note(args.instance_type)
@@ -83,8 +88,8 @@ def main(args: argparse.Namespace) -> int:
         args.async_output,
         updated,
     )
-    execute(calls, args.dry_run, reads.assumed)
-    if not args.dry_run and not args.no_wait:
-        wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
-        say(f"endpoint {args.name} is InService")
+    with Rollback(undo, args.keep_on_failure) as rollback:
+        execute(calls, args.dry_run, reads.assumed, rollback)
+        if not args.dry_run and not args.no_wait:
+            wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
     return 0

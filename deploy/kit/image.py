@@ -1,6 +1,8 @@
 """`deploy image`: make the ECR repository if it is missing, then log in, build the CPU or GPU
 image and push it with docker, buildah or podman (`deploy.image.builders`); the image's URI is
-printed, and the builder's own output goes to stderr."""
+printed, and the builder's own output goes to stderr. A builder command that fails is one line
+naming it and its exit status; a repository the run created is removed then, unless
+--keep-on-failure."""
 
 import argparse
 import base64
@@ -9,11 +11,15 @@ from pathlib import Path
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.run import execute
+from vllm_sagemaker.deploy.base.region import run_region
+from vllm_sagemaker.deploy.base.run import Rollback, execute
+from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.image import build, builders
-from vllm_sagemaker.deploy.kit.checks import Refused
+from vllm_sagemaker.deploy.kit.checks import Refused, refuse
+from vllm_sagemaker.deploy.kit.image_checks import image_name_problem
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
+from vllm_sagemaker.deploy.kit.plans.rollback import undo
 
 # Where a builder's output goes: the process's stderr (its stdout holds only the image URI).
 STDERR_FD = 2
@@ -24,6 +30,9 @@ def main(args: argparse.Namespace) -> int:
     if choice.tool is None:
         raise Refused(choice.why)
     tool = choice.tool
+    region = run_region()
+    if region:
+        refuse(image_name_problem(args.repository, region))
     say(f"builder: {choice.why}")
     tag = args.tag or build.default_tag(args.target)
     reads = Reads(args.dry_run)
@@ -51,29 +60,33 @@ def main(args: argparse.Namespace) -> int:
         for command in commands(repository_uri, registry, builders.ECR_USER):
             say(f"then: {build.shown(command)}")
         return 0
-    answers = execute(plan, False)
-    repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
-    (auth,) = execute([Call("ecr", "GetAuthorizationToken", {})], False)
-    token = auth["authorizationData"][0]
-    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
-    registry = builders.registry_host(token["proxyEndpoint"])
-    login, *rest = commands(repository["repositoryUri"], registry, user)
-    _run_builder(login, password)
-    for command in rest:
-        _run_builder(command)
+    with Rollback(undo, args.keep_on_failure) as rollback:
+        answers = execute(plan, False, rollback=rollback)
+        repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
+        (auth,) = execute([Call("ecr", "GetAuthorizationToken", {})], False)
+        token = auth["authorizationData"][0]
+        user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
+        registry = builders.registry_host(token["proxyEndpoint"])
+        login, *rest = commands(repository["repositoryUri"], registry, user)
+        _run_builder(login, password)
+        for command in rest:
+            _run_builder(command)
     print(f"{repository['repositoryUri']}:{tag}")
     return 0
 
 
 def _run_builder(command: list[str], stdin: str | None = None) -> None:
     """Run a builder's command with its output on stderr (stdout holds only the image URI); a
-    failure reaches the client's error path as one line (`deploy.base.errors`)."""
+    failure is one line naming the command and its exit status (`deploy.base.errors`)."""
     say(f"running: {build.shown(command)}")
-    subprocess.run(
-        command,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        stdout=STDERR_FD,
-        text=True,
-        check=True,
-    )
+    try:
+        subprocess.run(
+            command,
+            input=stdin,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            stdout=STDERR_FD,
+            text=True,
+            check=True,
+        )
+    except OSError as error:  # the builder went from PATH, or cannot run
+        raise stopped(f"{command[0]} could not start: {error.strerror}") from error

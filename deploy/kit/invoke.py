@@ -15,10 +15,12 @@ import httpx
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put
+from vllm_sagemaker.deploy.base.error_answers import message
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.deploy.kit.checks import Refused, json_problem
+from vllm_sagemaker.handler.core.errors import status_phrase
 
 
 def _body(text: str) -> bytes:
@@ -77,7 +79,9 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
     with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
         if reply.status_code != 200:
             reply.read()
-            raise SystemExit(f"deploy: {url} answered {reply.status_code}: {_said(reply)}")
+            status = reply.status_code
+            told = message(reply.content) or status_phrase(status)
+            raise SystemExit(f"deploy: {url} answered {status}: {told}")
         if not args.stream:
             sys.stdout.buffer.write(reply.read() + b"\n")
             return 0
@@ -86,15 +90,6 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
             sys.stdout.flush()
     sys.stdout.write("\n")
     return 0
-
-
-def _said(reply: httpx.Response) -> str:
-    """What an error answer says, on one line: OpenAI's error message, else its text."""
-    try:
-        message = str(reply.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        message = reply.text
-    return " ".join(message.split())[:300]
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,28 +1,34 @@
 """What the `deploy` commands make of the options they share: the execution role, the model's
-source and the notes on an instance type, and `say`, the line a command writes on stderr.
+source and the notes on an instance type, and `say`, the line a command writes on stderr (its
+one prefix is `deploy.base.say`'s).
 
 No boto3 here: `deploy.kit.cli` uses `say` before any command runs.
 """
 
 import argparse
 import os
-import sys
 
+from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
 
 
-def say(text: str) -> None:
-    print(f"deploy: {text}", file=sys.stderr, flush=True)
-
-
 def role(args: argparse.Namespace) -> str:
+    """The execution role: --role, else $SAGEMAKER_ROLE_ARN; a dry run without either shows a
+    placeholder and says so (a real run without one is refused before AWS: `checks`)."""
     given = args.role or os.environ.get(ROLE_VARIABLE)
     if given:
         return given
     if args.dry_run:
+        say(
+            f"dry run: no --role and no {ROLE_VARIABLE}, so the plan shows {ROLE_PLACEHOLDER} "
+            f"for the execution role; the real run needs --role ARN or {ROLE_VARIABLE}"
+        )
         return ROLE_PLACEHOLDER
-    raise SystemExit(f"deploy: give --role ARN or set {ROLE_VARIABLE}")
+    # Imported here: checks loads this module (through token).
+    from vllm_sagemaker.deploy.kit.checks import NO_ROLE, Refused
+
+    raise Refused(NO_ROLE)
 
 
 def source(args: argparse.Namespace) -> ModelSource:

@@ -89,11 +89,12 @@ def openai_base(name: str) -> str:
 
 
 def bearer(expires_s: int) -> str:
-    """A token from the credentials and region boto3 would use."""
-    import boto3
+    """A token from the credentials and region boto3 would use (the --profile's, if given)."""
     import botocore.exceptions
 
-    session = boto3.session.Session()
+    from vllm_sagemaker.deploy.base.profile import session as aws_session
+
+    session = aws_session()
     credentials = session.get_credentials()
     if credentials is None:
         raise botocore.exceptions.NoCredentialsError()
@@ -102,16 +103,15 @@ def bearer(expires_s: int) -> str:
 
 def existing_endpoint(reads: "Reads", name: str) -> None:
     """Stop in one line when endpoint `name` does not exist (a token for it would be refused)."""
-    import boto3
+    from vllm_sagemaker.deploy.base.aws_lines import no_endpoint
+    from vllm_sagemaker.deploy.base.region import run_region
 
     call = Call("sagemaker", "DescribeEndpoint", {"EndpointName": name})
     if (
         reads.describe(call, f"the plan assumes endpoint {name} exists") is None
         and not reads.assumed
     ):
-        raise SystemExit(
-            f"deploy: endpoint {name} does not exist in {boto3.session.Session().region_name}"
-        )
+        raise SystemExit(f"deploy: {no_endpoint(name, run_region())}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -122,6 +122,8 @@ def main(args: argparse.Namespace) -> int:
     existing_endpoint(reads, args.name)
     base = openai_base(args.name)
     if args.dry_run:
+        for assumption in reads.assumed:
+            say(f"dry run: {assumption}")
         say("dry run: the token is made from your credentials when it runs; nothing is written")
         print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
         return 0

@@ -1,26 +1,30 @@
 """`deploy transform`: a Batch Transform job over the JSON Lines files under --input (cut into
 shards first when they are fewer than the instances), waited for, and where each file's answers
-are printed."""
+are printed. A run whose calls fail removes the model it created (the shards it wrote stay,
+and it says so) unless --keep-on-failure; a job that ran and failed keeps its model."""
 
 import argparse
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.run import execute, wait_for
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs
+from vllm_sagemaker.deploy.base.region import run_region
+from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
+from vllm_sagemaker.deploy.base.say import stopped
+from vllm_sagemaker.deploy.kit.checks import env_from_pairs, refuse
+from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
+from vllm_sagemaker.deploy.kit.plans.rollback import undo
 from vllm_sagemaker.deploy.kit.plans.transform import shard_plan, transform_call
 
 
 def main(args: argparse.Namespace) -> int:
+    refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
     describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
     if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
-        raise SystemExit(
-            f"deploy: a transform job named {args.name} exists; give the new job another --name"
-        )
+        raise stopped(f"a transform job named {args.name} exists; give the new job another --name")
     env = model_env(env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args))
     input_prefix, shards, shard_notes = shard_plan(
@@ -44,7 +48,8 @@ def main(args: argparse.Namespace) -> int:
     calls = [*shards, *models, job]
     instance_note(args.instance_type)
     transform_note(args.instance_type)
-    execute(calls, args.dry_run, reads.assumed)
+    with Rollback(undo, args.keep_on_failure) as rollback:
+        execute(calls, args.dry_run, reads.assumed, rollback)
     if not args.dry_run and not args.no_wait:
         wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
         for file in storage.list_inputs(input_prefix):

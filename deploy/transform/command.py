@@ -2,10 +2,9 @@
 they ask for (`deploy.transform.job`)."""
 
 import argparse
-import asyncio
 import sys
 
-from vllm_sagemaker.deploy.base import invoke, storage
+from vllm_sagemaker.deploy.base import interrupts, invoke, profile, storage
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import JobError, TransformJob, run
 from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
@@ -18,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--input", required=True, help="a file, a directory or s3://bucket/prefix")
     parser.add_argument("--output", required=True, help="a directory or s3://bucket/prefix")
+    profile.add_profile_argument(parser)
     parser.add_argument("--content-type", help="sent as Content-Type, e.g. application/jsonlines")
     parser.add_argument("--accept", help="sent as Accept")
     parser.add_argument("--split-type", choices=["Line", "None"], default="None")
@@ -69,7 +69,8 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(run(job_from_args(args)))
+        # Ctrl-C: `interrupts.Interrupted`, whose line the top prints (exit status 130).
+        return interrupts.run(run(job_from_args(args)))
     except (
         JobError,
         JsonPathError,

@@ -9,6 +9,9 @@ MaxConcurrentTransforms at a time. Each input `X` gives `X.out` (beside X's rela
 the output), written only when every request for X succeeded: like SageMaker, a failed request
 (after retries) leaves no `.out` for its file and makes the job fail at the end. A container that
 wants an API key (`--api-key`, `VLLM_API_KEY`) and did not get it stops the job with one line.
+Ctrl-C stops it too (exit status 130): requests in flight are closed, a file being written
+leaves no `.out`, and the line says how many files were transformed and kept, which `--resume`
+skips.
 """
 
 import asyncio
@@ -21,7 +24,7 @@ from typing import IO
 import httpx
 from tqdm import tqdm
 
-from vllm_sagemaker.deploy.base import invoke, storage
+from vllm_sagemaker.deploy.base import interrupts, invoke, storage
 from vllm_sagemaker.deploy.base.ordered import in_order
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.packing import (
@@ -95,6 +98,35 @@ def check(job: TransformJob) -> None:
         raise JobError("--max-retries must be between 0 and 3")
     if not 1 <= job.timeout_s <= 3600:
         raise JobError("--timeout must be between 1 and 3600 seconds")
+    # What the options ask for alone; with the container's answer, `settings` checks again.
+    given = Settings(job.max_concurrent_transforms or 1, True, job.max_payload_mb or 1)
+    _check_limits(given, job, {})
+
+
+_PAYLOAD = ("--max-payload-mb", "MaxPayloadInMB")
+_CONCURRENCY = ("--max-concurrent-transforms", "MaxConcurrentTransforms")
+
+
+def _named(names: tuple[str, str], given: int | None, answer: dict) -> str:
+    """Where a setting came from, as a line names it: the option, or the container's field."""
+    option, field = names
+    return option if given else f"the container's {field}" if answer.get(field) else field
+
+
+def _check_limits(result: Settings, job: TransformJob, answer: dict) -> None:
+    """SageMaker's limits on a mini-batch's size and on how many are in flight."""
+    payload = _named(_PAYLOAD, job.max_payload_mb, answer)
+    concurrency = _named(_CONCURRENCY, job.max_concurrent_transforms, answer)
+    size, count = result.max_payload_mb, result.concurrency
+    if not 1 <= size <= MAX_TOTAL_MB:
+        raise JobError(f"{payload} {size}: must be from 1 to {MAX_TOTAL_MB}")
+    if count < 1:
+        raise JobError(f"{concurrency} {count}: must be at least 1")
+    if count * size > MAX_TOTAL_MB:
+        raise JobError(
+            f"{payload} {size} times {concurrency} {count} = {size * count} MB: SageMaker allows "
+            f"at most {MAX_TOTAL_MB} MB in flight per instance"
+        )
 
 
 def settings(job: TransformJob, answer: dict | None) -> Settings:
@@ -108,13 +140,7 @@ def settings(job: TransformJob, answer: dict | None) -> Settings:
         multi_record=strategy.replace("_", "").upper() == "MULTIRECORD",
         max_payload_mb=int(payload),
     )
-    if not 1 <= result.max_payload_mb <= MAX_TOTAL_MB:
-        raise JobError(f"MaxPayloadInMB must be between 1 and {MAX_TOTAL_MB}")
-    if result.concurrency < 1 or result.concurrency * result.max_payload_mb > MAX_TOTAL_MB:
-        raise JobError(
-            f"MaxConcurrentTransforms ({result.concurrency}) x MaxPayloadInMB "
-            f"({result.max_payload_mb}) must be between 1 and {MAX_TOTAL_MB}"
-        )
+    _check_limits(result, job, answer)
     return result
 
 
@@ -210,9 +236,12 @@ async def transform_file(
         raise FileFailed(str(error)) from None
 
 
-async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str]:
+async def transform_all(
+    job: TransformJob, quiet: bool = False, done: list[str] | None = None
+) -> dict[str, str]:
     """Run the job; why each input file that failed did (none when all were transformed).
-    `quiet` hides the progress bars (when the caller shows its own). `invoke.KeyRefused` when
+    `quiet` hides the progress bars (when the caller shows its own); `done` gets each input
+    file whose `.out` is written (or was, with `--resume`) as it is. `invoke.KeyRefused` when
     the container wants an API key it did not get, `invoke.NotReady` when it cannot take calls,
     `storage.Unreachable` when the input cannot be listed or the output cannot be written."""
     check(job)
@@ -243,6 +272,8 @@ async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str
                         return
                     try:
                         await transform_file(container, chosen, file, slots, progress)
+                        if done is not None:
+                            done.append(file.uri)
                     except invoke.KeyRefused as error:
                         refused.append(error)
                     except (FileFailed, OSError) as error:
@@ -256,9 +287,16 @@ async def transform_all(job: TransformJob, quiet: bool = False) -> dict[str, str
 
 
 async def run(job: TransformJob) -> int:
-    """Run the job and report it; 0 when every file was transformed, 1 otherwise."""
+    """Run the job and report it; 0 when every file was transformed, 1 otherwise.
+    `interrupts.Interrupted` when Ctrl-C stops it (the task cancelled)."""
     files = storage.list_inputs(job.input)
-    failed = await transform_all(job)
+    written: list[str] = []
+    try:
+        failed = await transform_all(job, done=written)
+    except asyncio.CancelledError:
+        raise interrupts.Interrupted(
+            interrupts.kept_line(len(written), "file", "transformed", job.output, len(files))
+        ) from None
     for uri, reason in sorted(failed.items()):
         print(f"transform: FAILED {uri}: {reason}", file=sys.stderr)
     done = len(files) - len(failed)

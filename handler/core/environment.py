@@ -3,12 +3,13 @@ environment here before it starts anything, and `deploy --env` checks the variab
 a model, so a value the container would refuse is refused before AWS sees it.
 
 The variables `serve` reads for its own command line (`container.env_args`,
-`container.requirements`) are read here too, so both sides check them by the same rules.
+`container.requirements`) are read here too, so both sides check them by the same rules: the
+SM_VLLM_* names among them against vLLM's own options (`sm_vllm`).
 """
 
 from collections.abc import Callable, Mapping
 
-from vllm_sagemaker.handler.core import handler_specs
+from vllm_sagemaker.handler.core import handler_specs, sm_vllm
 from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.execution_parameters import positive_int
@@ -54,6 +55,7 @@ _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     num_gpus,
     auto_install,
     cpu_preload,
+    sm_vllm.flags,
 )
 
 

@@ -48,6 +48,18 @@ def test_dry_run_prints_the_vllm_command() -> None:
     assert "--disable-log-stats" not in command
 
 
+@pytest.mark.parametrize("command", [[servers.SERVE], [cli.VLLM_SAGEMAKER, "serve"]])
+def test_serve_help_describes_serve(command: list[str]) -> None:
+    """`serve --help` says what serve does and that other arguments go to vLLM."""
+    result = processes.run([*command, "--help"], text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    usage, _, description = result.stdout.partition("\n\n")
+    assert usage.endswith("serve [-h] [--dry-run] [VLLM_OPTION ...]"), usage
+    said = " ".join(description.split())
+    assert "each SM_VLLM_* variable is one of vLLM's options" in said
+    assert "Arguments this command does not know pass through to vLLM" in said
+
+
 def test_vllm_sagemaker_serve_passes_extra_arguments() -> None:
     result = processes.run(
         [cli.VLLM_SAGEMAKER, "serve", "--dry-run", "--max-model-len", "512"],

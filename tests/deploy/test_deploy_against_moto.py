@@ -14,12 +14,21 @@ def test_endpoint_then_delete_against_moto(aws: dict[str, str]) -> None:
     env = {"SAGEMAKER_ROLE_ARN": ROLE}
     created = deploy("endpoint", *model_options("llm", "ml.p3.8xlarge"), env=env)
     assert created.returncode == 0, created.stderr
+    # One line per state change of the wait (moto's endpoint is InService at once).
+    assert [line for line in created.stderr.splitlines() if "InService" in line] == [
+        "deploy: endpoint llm: InService"
+    ]
     sagemaker = boto3.client("sagemaker")
     assert sagemaker.describe_endpoint(EndpointName="llm")["EndpointStatus"] == "InService"
     model = sagemaker.describe_model(ModelName="llm")["PrimaryContainer"]
     assert model["Environment"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
     deleted = deploy("delete", "--name", "llm", env=env)
     assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stderr.splitlines() == [
+        "deploy: removed endpoint llm",
+        "deploy: removed endpoint config llm",
+        "deploy: removed model llm",
+    ]
     # The moto server is the session's: other tests' deployments may stand beside this one.
     assert "llm" not in [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]]
     configs = sagemaker.list_endpoint_configs()["EndpointConfigs"]

@@ -97,4 +97,7 @@ def test_a_failing_builder_is_one_line(aws: dict[str, str], tmp_path: Path) -> N
     assert "Traceback" not in done.stderr and done.stdout == ""
     build = recorded_calls(tmp_path)[-1]
     assert build.startswith("podman build --layers --build-arg ENGINE=cpu -t ")
-    assert done.stderr.splitlines()[-1] == f"deploy: {build} failed with exit status 3"
+    # The repository this run created goes with it (tests/deploy/test_rollback.py).
+    assert done.stderr.splitlines()[-1] == (
+        f"deploy: {build} failed with exit status 3; removed ECR repository failing-build"
+    )

@@ -33,6 +33,22 @@ def without_aws() -> dict[str, str]:
         (["--image", "vllm-sagemaker:v1"], "deploy: --image 'vllm-sagemaker:v1'"),
         (["--role", "notanarn"], "deploy: --role 'notanarn'"),
         (["--env", "PROCESS_AUTO_RECOVERY=maybe"], "deploy: --env: the container's serve"),
+        (
+            ["--env", "SM_VLLM_MAX_MODLE_LEN=8192"],
+            "deploy: --env: the container's serve would refuse it: SM_VLLM_MAX_MODLE_LEN: vLLM "
+            "0.32.0 has no option --max-modle-len; did you mean SM_VLLM_MAX_MODEL_LEN "
+            "(--max-model-len)?",
+        ),
+        (
+            ["--instance-type", "ML.G5.2XLARGE"],
+            "deploy: --instance-type 'ML.G5.2XLARGE': SageMaker instance types are in lower "
+            "case: did you mean ml.g5.2xlarge?",
+        ),
+        (
+            ["--instance-type", "ml.g5.12xlarg"],
+            "deploy: --instance-type 'ml.g5.12xlarg': not an instance type SageMaker endpoints "
+            "take (botocore ",
+        ),
     ],
 )
 def test_a_refused_option_is_one_line_and_exit_2_before_aws(args: list[str], line: str) -> None:
@@ -54,6 +70,18 @@ def test_a_refused_option_is_one_line_and_exit_2_before_aws(args: list[str], lin
         ([], (), "deploy: deploy image needs a container builder: no docker on PATH, and neither"),
         (["--builder", "podman"], ("buildah",), "deploy: --builder podman: no podman on PATH"),
         (["--builder", "docker"], ("docker",), "deploy: --builder docker: no Docker engine"),
+        (
+            ["--repository", f"{ECR}"],
+            ("buildah",),
+            f"deploy: --repository '{ECR}': give the repository's name (vllm-sagemaker), not its "
+            "URI",
+        ),
+        (
+            ["--repository", "a" * 211, "--region", "us-east-1"],
+            ("buildah",),
+            "deploy: --repository: 211 characters; with the registry of us-east-1 the image's "
+            "name passes the 255 characters a builder takes: give at most 210",
+        ),
     ],
 )
 def test_image_refusals_are_one_line_and_exit_2_before_aws(
@@ -111,3 +139,43 @@ def test_an_unknown_family_is_a_warning_and_the_plan_goes_on() -> None:
     assert [line for line in assumed if not line.startswith("deploy: dry run:")] == []
     variant = json.loads(done.stdout)[1]["params"]["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.g9.mega" and "InferenceAmiVersion" not in variant
+
+
+BATCH_FILES = ["--input-file", "in.jsonl", "--output-file", "out.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--work-prefix", "s3://bucket/w/", "--input-file", "in.jsonl"],
+            "deploy: --input-file and --output-file: deploy batch needs both (or --cancel)",
+        ),
+        (
+            [*ENDPOINT[1:], *BATCH_FILES, "--work-prefix", "s3://bucket/w/", "--api-key", "k"],
+            "deploy: --api-key is for --local containers: SageMaker's transform jobs call the "
+            "container without one (leave SM_VLLM_API_KEY unset there)",
+        ),
+        (
+            ["--model-id", "m", *BATCH_FILES, "--work-prefix", "s3://bucket/w/"],
+            "deploy: --image, --instance-type and a model (--model-id, --model-data or "
+            "--model-prefix): deploy batch on SageMaker needs them; or give --local URL...",
+        ),
+    ],
+)
+def test_what_deploy_batch_needs_is_refused_before_aws(args: list[str], line: str) -> None:
+    for dry_run in (["--dry-run"], []):
+        done = deploy("batch", "--name", "b", *args, *dry_run, env=without_aws())
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.splitlines() == [line]
+
+
+def test_a_real_run_without_a_role_is_refused_before_aws() -> None:
+    """The dry run shows a placeholder and says so (test_deploy_plans.py); the real run stops."""
+    env = {**without_aws(), "SAGEMAKER_ROLE_ARN": ""}
+    done = deploy(*ENDPOINT, "--name", "llm", env=env)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.splitlines() == [
+        "deploy: --role: not given, and SAGEMAKER_ROLE_ARN is not set: give --role ARN (the "
+        "execution role SageMaker runs the model as) or set SAGEMAKER_ROLE_ARN"
+    ]

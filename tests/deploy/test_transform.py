@@ -341,7 +341,7 @@ def test_a_container_still_starting_after_wait_ready_stops_the_job(tmp_path: Pat
         (
             "s3://bucket/in/",
             "{tmp}/out",
-            "cannot read s3://bucket/in/: Unable to locate credentials",
+            "cannot read s3://bucket/in/: no AWS credentials found",
         ),
         ("{tmp}/missing", "{tmp}/out", "{tmp}/missing does not exist"),
         ("{tmp}/in", "/proc/out", "cannot write /proc/out: no file can be created in /proc"),

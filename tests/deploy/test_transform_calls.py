@@ -85,17 +85,23 @@ def test_transform_refuses_a_taken_name(role: str, capsys: pytest.CaptureFixture
 
 
 @pytest.mark.parametrize(
-    ("output", "planted", "refusal"),
+    ("output", "planted", "refusal", "exit_status"),
     [
-        ("s3://rec-overlap/in/results/", None, "overlaps --input s3://rec-overlap/in/"),
-        ("s3://rec-overlap/out/", "out-parts/rec-planted/notes.txt", "which no cut wrote"),
+        ("s3://rec-overlap/in/results/", None, "overlaps --input s3://rec-overlap/in/", 2),
+        ("s3://rec-overlap/out/", "out-parts/rec-planted/notes.txt", "which no cut wrote", 1),
     ],
 )
 def test_transform_split_refuses_to_mix_data(
-    role: str, capsys: pytest.CaptureFixture[str], output: str, planted: str | None, refusal: str
+    role: str,
+    capsys: pytest.CaptureFixture[str],
+    output: str,
+    planted: str | None,
+    refusal: str,
+    exit_status: int,
 ) -> None:
-    """Parts that would land inside the input, or beside an object the split did not write
-    (the job would read it), stop the command before anything is written."""
+    """Parts that would land inside the input (options that conflict: exit status 2), or beside
+    an object the split did not write (the job would read it), stop the command before
+    anything is written."""
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="rec-overlap")
     put_lines("rec-overlap", "in/a.jsonl", 4)
@@ -108,6 +114,6 @@ def test_transform_split_refuses_to_mix_data(
     before = state()
     for dry in (["--dry-run"], []):
         status, out, err = run(capsys, "deploy", "transform", *arguments, *dry)
-        assert status == 1 and out == ""
+        assert status == exit_status and out == ""
         assert refusal in err.splitlines()[-1]
     assert state() == before

@@ -22,12 +22,22 @@ How to use them: [batch files](batch-files.md), [Batch Transform](batch-transfor
 [deploying](deploy.md), [configuration](configuration.md).
 
 **Errors.** A mistake in a client command (`transform`, `batch`, `deploy ...`): a path that is
-missing or cannot be written, no AWS credentials or region, access denied, a URL where nobody
-answers, is one line on stderr, `COMMAND: what failed, the value, what to do`, and exit status 1
-(2 for a usage error: an option argparse, or the command before it starts, refuses; each
-command's own statuses are in its description).
+missing or cannot be written, AWS credentials that are missing, expired or refused (the line
+says what to run, such as `aws sso login --profile NAME` or `aws configure`), an AWS profile the
+AWS config does not have, no region, access denied, a URL where nobody answers, is one line on
+stderr, `COMMAND: what failed, the value, what to do`, and exit status 1 (2 for a usage error: an
+option argparse, or the command before it starts, refuses, such as a `--profile` the AWS config
+does not have; each command's own statuses are in its description). An error answer, from AWS,
+a container or a proxy between, is told by its message, else by its HTTP status; never printed
+whole.
 `vllm-sagemaker --debug ...` (the flag anywhere on the line) or `VLLM_SAGEMAKER_DEBUG=1` shows
 the traceback instead.
+
+**Ctrl-C.** A client command stops where it is, closes what is in flight and says in one line
+what it kept and how to go on (`batch: stopped: 96 lines answered and kept in out.jsonl; run the
+same command with --resume to finish`; a `deploy` command waiting for SageMaker names what goes
+on there and how to check or delete it), with exit status 130. A second Ctrl-C while it stops
+ends it at once, also with one line.
 """
 
 

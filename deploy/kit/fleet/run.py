@@ -21,7 +21,6 @@ import asyncio
 import collections
 import contextlib
 import hashlib
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -31,6 +30,7 @@ from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put, remove
 from vllm_sagemaker.deploy.base.results import Sinks, Summary
 from vllm_sagemaker.deploy.base.run import execute
+from vllm_sagemaker.deploy.base.say import say
 from vllm_sagemaker.deploy.kit.fleet.jobs import Jobs, JobSpec, SageMakerJobs
 from vllm_sagemaker.deploy.kit.fleet.state import Fleet, Job, Shard
 from vllm_sagemaker.deploy.kit.plans.names import job_name
@@ -102,7 +102,7 @@ def prepare(
     """The fleet for `source`: the one under the work prefix when it was made from the same file,
     else a new one with its shards written (nothing is written for a dry run)."""
     uri = source.uri
-    _say(f"checking {uri}")
+    say(f"checking {uri}")
     found = fingerprint(source.path)
     fleet_uri = layout.at(FLEET)
     if storage.exists(fleet_uri):
@@ -113,7 +113,7 @@ def prepare(
                 f"{layout.work} holds the fleet of another file ({fleet.input}); give this file "
                 "its own --work-prefix"
             )
-        _say(f"reusing the fleet in {fleet_uri}: {len(fleet.shards)} shards")
+        say(f"reusing the fleet in {fleet_uri}: {len(fleet.shards)} shards")
         return fleet
     lines = requests = 0
     faults: list[str] = []
@@ -127,7 +127,7 @@ def prepare(
         raise Unusable(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
     sizes = shard_sizes(requests, instances, shard_lines)
     fleet = Fleet(uri, found, lines, requests, [Shard(i, n) for i, n in enumerate(sizes)])
-    _say(
+    say(
         f"{lines} lines, {lines - requests} refused, {requests} in {len(sizes)} shards "
         f"of about {sizes[0]} lines"
     )
@@ -167,9 +167,9 @@ async def run_shards(fleet: Fleet, layout: Layout, jobs: Jobs, name: str) -> boo
     shards unstarted."""
     todo = sorted(pending(fleet, layout), key=lambda shard: not attachable(shard, jobs))
     if cancelled(layout):
-        _say(f"cancelled: {len(todo)} shards not started")
+        say(f"cancelled: {len(todo)} shards not started")
         return False
-    _say(f"{len(todo)} shards to run, {jobs.slots} at a time")
+    say(f"{len(todo)} shards to run, {jobs.slots} at a time")
     queue = collections.deque(todo)
     stopped = False
 
@@ -181,7 +181,7 @@ async def run_shards(fleet: Fleet, layout: Layout, jobs: Jobs, name: str) -> boo
                 return
             if cancelled(layout):
                 stopped = True
-                _say(f"cancelled: {len(queue)} shards not started")
+                say(f"cancelled: {len(queue)} shards not started")
                 return
             shard = queue.popleft()
 
@@ -212,10 +212,17 @@ async def run_shard(fleet: Fleet, layout: Layout, jobs: Jobs, name: str, at: Job
         last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
         shard.jobs.append(last)
     spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), at.number)
-    _say(f"{shard.name}: {last.name} on slot {at.number + 1} of {jobs.slots}")
+    say(f"{shard.name}: {last.name} on slot {at.number + 1} of {jobs.slots}")
     await jobs.run(spec, last, lambda: save(fleet, layout))
     save(fleet, layout)
-    _say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
+    say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
+
+
+# The error code of a line whose shard's job failed.
+SHARD_FAILED = "shard_failed"
+# Why a line has no answer, as the summary says it.
+JOB_FAILED = "their jobs failed"
+NOT_STARTED = "their jobs did not start"
 
 
 def shard_answers(fleet: Fleet, layout: Layout) -> Iterator[bytes | RequestError]:
@@ -235,7 +242,7 @@ def shard_answers(fleet: Fleet, layout: Layout) -> Iterator[bytes | RequestError
         if job is not None and job.status is not None:
             why = job.reason or "it wrote no output"
             error = RequestError(
-                500, f"transform job {job.name} {job.status.lower()}: {why}", "shard_failed"
+                500, f"transform job {job.name} {job.status.lower()}: {why}", SHARD_FAILED
             )
         else:
             error = replace(
@@ -263,9 +270,13 @@ def merge(
             stack.enter_context(open(error_path, "wb")) if error_file else None,
         )
         for item in checked(source):
-            line = answer_line(item, answers)
+            answer = None if item.fault is not None else next(answers)
+            line = answer_line(item, answer)
             result = outcome(line)
-            summary.count(result)
+            if isinstance(answer, RequestError):
+                summary.skip(JOB_FAILED if answer.code == SHARD_FAILED else NOT_STARTED)
+            else:
+                summary.count(result)
             sinks.write(line, result)
         sinks.flush()
         storage.publish(output_path, output)
@@ -274,13 +285,15 @@ def merge(
     return summary
 
 
-def answer_line(item: Checked, answers: Iterator[bytes | RequestError]) -> bytes:
-    if item.fault is not None:
-        return batch_error_line(item.custom_id, item.fault.error(item.number))
-    answer = next(answers)
+def answer_line(item: Checked, answer: bytes | RequestError | None) -> bytes:
+    """A line's output line: its shard's answer, the error line of a line whose shard did not
+    run, or (no answer: it was refused before) its refusal."""
+    if isinstance(answer, bytes):
+        return answer
     if isinstance(answer, RequestError):
         return batch_error_line(item.custom_id, answer)
-    return answer
+    assert item.fault is not None
+    return batch_error_line(item.custom_id, item.fault.error(item.number))
 
 
 def instance_hours(fleet: Fleet) -> float:
@@ -292,10 +305,6 @@ def report(summary: Summary, fleet: Fleet, price: float | None, complete: bool) 
     cost = f", about ${hours * price:.2f} at ${price:g}/instance-hour" if price else ""
     state = "" if complete else " (incomplete: run the same command again to finish)"
     return f"{summary.counts()}, {hours:.3f} instance-hours{cost}{state}"
-
-
-def _say(text: str) -> None:
-    print(f"deploy batch: {text}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -371,7 +380,7 @@ async def run(batch: FleetBatch, jobs: Jobs, ready: Callable[[], object] = lambd
         finally:
             summary = merge(fleet, layout, path, batch.output, batch.error_file)
             complete = finished and not pending(fleet, layout)
-            _say(report(summary, fleet, batch.price, complete))
+            say(report(summary, fleet, batch.price, complete))
     return 0 if complete else 1
 
 
@@ -379,5 +388,5 @@ def cancel(work: str, dry_run: bool) -> int:
     """Write the cancel marker under `work` (with `dry_run`, print that write instead)."""
     execute([put(Layout(work).at(CANCEL), b"cancel\n")], dry_run)
     if not dry_run:
-        _say(f"no new job will start for {work}; running jobs finish and their output is kept")
+        say(f"no new job will start for {work}; running jobs finish and their output is kept")
     return 0

@@ -1,11 +1,16 @@
 """Facts about SageMaker instance types and AMIs that the deploy kit sizes and checks things with.
 
-The families are those of botocore 1.44.8's SageMaker model (its ProductionVariantInstanceType
-and TransformInstanceType enums, the types CreateEndpointConfig and CreateTransformJob accept).
-A family SageMaker adds later is not refused: `deploy` warns that the kit does not know it.
+The instance types SageMaker's API takes are botocore's (its SageMaker model's
+ProductionVariantInstanceType and TransformInstanceType enums, the types CreateEndpointConfig
+and CreateTransformJob accept), read from the installed botocore when a command checks its
+options (`catalog`). The families the kit sizes are those of botocore 1.44.8's model. A family
+SageMaker adds later is not refused: `deploy` warns that the kit does not know it.
 """
 
+import difflib
+import functools
 import re
+from dataclasses import dataclass
 
 # `ml.<family>.<size>`: `ml.g5.12xlarge`, `ml.p6-b200.48xlarge`, `ml.t2.medium`.
 INSTANCE_TYPE = re.compile(r"ml\.([a-z0-9]+(?:-[a-z0-9]+)*)\.([a-z0-9]+(?:-[a-z0-9]+)*)")
@@ -47,9 +52,68 @@ KNOWN_FAMILIES = GPU_FAMILIES | frozenset(OTHER_FAMILIES)
 
 # The inference AMI whose NVIDIA driver (580, CUDA 13.0) runs the vLLM 0.32 image (CUDA 12.9).
 INFERENCE_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
-# Transform instances only offer drivers 470 and 535 (CUDA <= 12.2), and only these GPU families
-# (botocore's TransformInstanceType).
-TRANSFORM_FAMILIES = ("p2", "p3", "g4dn", "g5", "g6", "g6e")
+# The shapes of botocore's SageMaker model that list the instance types of endpoints and of
+# transform jobs (whose instances only offer NVIDIA drivers 470 and 535, CUDA <= 12.2).
+ENDPOINT_SHAPE = "ProductionVariantInstanceType"
+TRANSFORM_SHAPE = "TransformInstanceType"
+# How alike a type must be to one SageMaker has to be named as what was meant, when its family
+# is not one SageMaker has (a new family, or a misspelled one).
+CLOSE = 0.85
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The instance types SageMaker takes: `accepted` by the API a command calls (for `takes`,
+    "endpoints" or "transform jobs"), `known` by any of its APIs, as `source` lists them."""
+
+    takes: str
+    accepted: frozenset[str]
+    known: frozenset[str]
+    source: str
+
+    def families(self, types: frozenset[str] | None = None) -> set[str]:
+        """The families of `types`, the accepted ones unless given."""
+        return {family(name) for name in (self.accepted if types is None else types)}
+
+    def meant(self, value: str) -> str | None:
+        """The accepted type `value` most likely meant: itself in lower case with `ml.`, else
+        the nearest accepted type of its family, else an accepted type close to it."""
+        wanted = canonical(value)
+        if wanted in self.accepted:
+            return wanted
+        same = [name for name in self.accepted if name.startswith(f"ml.{family(wanted)}.")]
+        nearest = difflib.get_close_matches(wanted, same, n=1, cutoff=0) or (
+            difflib.get_close_matches(wanted, self.accepted, n=1, cutoff=CLOSE)
+        )
+        return nearest[0] if nearest else None
+
+
+@functools.cache
+def catalog(transform: bool) -> Catalog:
+    """The types of endpoints (or of transform jobs), as the installed botocore lists them."""
+    import botocore  # Here: `vllm-sagemaker --help` loads no botocore.
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    endpoints = frozenset(model.shape_for(ENDPOINT_SHAPE).enum)
+    transforms = frozenset(model.shape_for(TRANSFORM_SHAPE).enum)
+    return Catalog(
+        "transform jobs" if transform else "endpoints",
+        transforms if transform else endpoints,
+        endpoints | transforms,
+        f"botocore {botocore.__version__}",
+    )
+
+
+def canonical(value: str) -> str:
+    """`value` as SageMaker spells instance types: in lower case, starting with `ml.`."""
+    lower = value.lower()
+    return lower if lower.startswith("ml.") else "ml." + lower
+
+
+def family(instance_type: str) -> str:
+    """`ml.g5.12xlarge` -> "g5"; "" for anything not of that shape."""
+    return (family_and_size(instance_type) or ("", ""))[0]
 
 
 def family_and_size(instance_type: str) -> tuple[str, str] | None:

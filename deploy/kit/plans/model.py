@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 
@@ -124,8 +125,8 @@ def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
     role_known = model.params["ExecutionRoleArn"] != ROLE_PLACEHOLDER
     differences = model_differences(existing, model, role_known)
     if differences:
-        raise SystemExit(
-            f"deploy: a model named {name} exists and differs from this one ("
+        raise stopped(
+            f"a model named {name} exists and differs from this one ("
             + "; ".join(differences)
             + "); give another --name, or delete that model first"
         )

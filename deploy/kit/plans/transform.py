@@ -6,6 +6,7 @@ from typing import Any
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.plans import shards
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.handler.core import s3_uri
@@ -63,18 +64,13 @@ def shard_plan(
     `input_prefix` itself when it holds at least as many files as instances, else the job's own
     prefix beside the output with the files cut into shards (and the shards an earlier attempt
     of the job left there deleted)."""
-    target = shards.shard_prefix(output, job)
-    if shards.overlap(input_prefix, target):
-        raise SystemExit(
-            f"deploy: the input's shards would go to {target}, which overlaps --input "
-            f"{input_prefix}; give an --output outside the input"
-        )
+    target = shards.shard_prefix(output, job)  # outside the input (checks.shards_problem)
 
     def listed() -> list[storage.InputFile]:
         try:
             return storage.list_inputs(input_prefix)
         except FileNotFoundError:
-            raise SystemExit(f"deploy: no input files under --input {input_prefix}") from None
+            raise stopped(f"no input files under --input {input_prefix}") from None
 
     files = reads.guarded(
         listed,
@@ -100,9 +96,9 @@ def shard_plan(
     found = reads.s3_keys(target)
     foreign = [key for key in found if not shards.is_shard(key)]
     if foreign:
-        raise SystemExit(
-            f"deploy: {target} holds {foreign[0]}, which no cut wrote, and the job would read "
-            "it: remove it, or give the job another --name"
+        raise stopped(
+            f"{target} holds {foreign[0]}, which no cut wrote, and the job would read it: remove "
+            "it, or give the job another --name"
         )
     deletes = [
         Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})

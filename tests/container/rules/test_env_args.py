@@ -22,7 +22,10 @@ LIVE_FIRST = env_args.LIVE_FIRST_SCHEDULER
         ({"SM_VLLM_MAX_MODEL_LEN": "4096"}, ["--max-model-len", "4096"]),
         ({"SM_VLLM_SERVED_MODEL_NAME": "my model"}, ["--served-model-name", "my model"]),
         ({"SM_VLLM_SERVED_MODEL_NAME": '["a", "b c"]'}, ["--served-model-name", "a", "b c"]),
-        ({"SM_VLLM_CUDA_GRAPH_SIZES": "[1, 2, 4]"}, ["--cuda-graph-sizes", "1", "2", "4"]),
+        (
+            {"SM_VLLM_CUDAGRAPH_CAPTURE_SIZES": "[1, 2, 4]"},
+            ["--cudagraph-capture-sizes", "1", "2", "4"],
+        ),
         ({"SM_VLLM_X": "[not json"}, ["--x", "[not json"]),
         (
             {"SM_VLLM_SPECULATIVE_CONFIG": '{"method": "ngram"}'},

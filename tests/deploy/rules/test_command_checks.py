@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE
+from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE, ROLE
 from tests.support import cli
 from vllm_sagemaker.deploy.kit import checks
 from vllm_sagemaker.deploy.kit import cli as deploy_cli
@@ -27,6 +27,10 @@ BATCH = [
     *cli.options(image=IMAGE, model_id="org/m", instance_type="ml.g5.2xlarge"),
     *cli.options(input_file="in.jsonl", output_file="out.jsonl", work_prefix="s3://bucket/w/"),
 ]
+
+
+# An environment without an execution role.
+NO_ROLE = {"SAGEMAKER_ROLE_ARN": ""}
 
 
 @pytest.mark.parametrize(
@@ -114,12 +118,48 @@ BATCH = [
         (["image", "--context", CHECKOUT, "--tag=-v1"], {}, "--tag '-v1'"),
         (["image", "--context", CHECKOUT, "--tag", "cpu"], {}, "--target is gpu"),
         (["image", "--context", "/nonexistent"], {}, "--context '/nonexistent': no Dockerfile"),
+        (
+            ["image", "--context", CHECKOUT, "--repository", f"{ECR}"],
+            {},
+            "--repository '123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker': give "
+            "the repository's name (vllm-sagemaker), not its URI",
+        ),
+        # A real run needs a role; a dry run shows a placeholder, --cancel and --local need none.
+        ([*ENDPOINT, "--name", "llm"], NO_ROLE, "--role: not given, and SAGEMAKER_ROLE_ARN"),
+        ([*TRANSFORM, "--name", "job"], NO_ROLE, "--role: not given"),
+        ([*BATCH, "--name", "b"], NO_ROLE, "--role: not given"),
+        ([*ENDPOINT, "--name", "llm", "--dry-run"], NO_ROLE, None),
+        (["batch", "--name", "b", "--work-prefix", "s3://bucket/w/", "--cancel"], NO_ROLE, None),
+        ([*BATCH, "--name", "b", "--local", "http://h:8080"], NO_ROLE, None),
+        # What deploy batch needs, before AWS.
+        (
+            ["batch", "--name", "b", "--work-prefix", "s3://bucket/w/", "-i", "in.jsonl"],
+            {},
+            "--input-file and --output-file: deploy batch needs both (or --cancel)",
+        ),
+        ([*BATCH, "--name", "b", "--api-key", "k"], {}, "--api-key is for --local containers"),
+        ([*BATCH, "--name", "b", "--api-key", "k", "--local", "http://h:8080"], {}, None),
+        (
+            [
+                *("batch", "--name", "b", "--model-id", "m", "--instance-type", "ml.g5.2xlarge"),
+                *("-i", "in.jsonl", "-o", "out.jsonl", "--work-prefix", "s3://bucket/w/"),
+            ],
+            {},
+            "--image, --instance-type and a model (--model-id, --model-data or --model-prefix): "
+            "deploy batch on SageMaker needs them",
+        ),
+        (
+            [*TRANSFORM, "--name", "job", "--output", "s3://bucket/in/results/"],
+            {},
+            "--output s3://bucket/in/results/: the input's shards would go to "
+            "s3://bucket/in/results-parts/job/, which overlaps --input s3://bucket/in/",
+        ),
     ],
 )
 def test_what_each_command_checks(
     args: list[str], environ: dict[str, str], problem: str | None
 ) -> None:
-    found = checks.check(parsed(*args), environ)
+    found = checks.check(parsed(*args), {"SAGEMAKER_ROLE_ARN": ROLE, **environ})
     if problem is None:
         assert found.problems == []
         return

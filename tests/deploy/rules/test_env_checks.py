@@ -28,6 +28,12 @@ from vllm_sagemaker.handler.core.environment import environment_problems
         (["STANDARD_AUTO_INSTALL_REQ=y"], "STANDARD_AUTO_INSTALL_REQ='y' is not a yes/no"),
         (["SAGEMAKER_MAX_PAYLOAD_IN_MB=0"], "SAGEMAKER_MAX_PAYLOAD_IN_MB must be a whole number"),
         (["CUSTOM_FASTAPI_PING_HANDLER=foo"], "names no function"),
+        (
+            ["SM_VLLM_MAX_MODLE_LEN=8192"],
+            "--env: the container's serve would refuse it: SM_VLLM_MAX_MODLE_LEN: vLLM 0.32.0 has "
+            "no option --max-modle-len; did you mean SM_VLLM_MAX_MODEL_LEN (--max-model-len)?",
+        ),
+        (["SM_VLLM_TP=2"], "did you mean SM_VLLM_TENSOR_PARALLEL_SIZE (--tensor-parallel-size)?"),
     ],
 )
 def test_env(pairs: list[str], problem: str | None) -> None:
@@ -47,6 +53,7 @@ def test_env(pairs: list[str], problem: str | None) -> None:
         {"SM_NUM_GPUS": "0"},
         {"SAGEMAKER_BIND_TO_PORT": "70000"},
         {"SAGEMAKER_STOP_TIMEOUT_SECONDS": "-1", "SAGEMAKER_BATCH": "2"},
+        {"SM_VLLM_MAX_MODLE_LEN": "8192", "SM_VLLM_ENFORCE_EAGR": "true"},
     ],
 )
 def test_deploy_refuses_what_serve_refuses(

@@ -34,14 +34,14 @@ def client_error(code: str, message: str, operation: str = "CreateModel") -> Exc
         (storage.Unreachable("cannot read s3://b/k: gone"), "cannot read s3://b/k: gone"),
         (
             botocore.exceptions.NoCredentialsError(),
-            "no AWS credentials found: configure credentials",
+            "no AWS credentials found",
         ),
         (botocore.exceptions.NoRegionError(), "no AWS region: give --region, or set AWS_REGION"),
         (
             client_error("AccessDeniedException", "not allowed"),
             "AWS refused CreateModel (access denied: not allowed)",
         ),
-        (client_error("ExpiredTokenException", "expired"), "the credentials have expired"),
+        (client_error("ExpiredTokenException", "expired"), "have expired (ExpiredTokenException)"),
         (
             client_error("ValidationException", "bad name"),
             "AWS refused CreateModel: ValidationException: bad name",

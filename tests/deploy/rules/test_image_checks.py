@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.deploy.deploying import ECR, IMAGE
-from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit import image_checks
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from vllm_sagemaker.deploy.kit import checks
     ],
 )
 def test_which_image_a_tag_names(tag: str, target: str | None) -> None:
-    assert checks.named_target(tag) == target
+    assert image_checks.named_target(tag) == target
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_which_image_a_tag_names(tag: str, target: str | None) -> None:
     ],
 )
 def test_image_tags(image: str, tag: str | None) -> None:
-    assert checks.image_tag(image) == tag
+    assert image_checks.image_tag(image) == tag
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_image_tags(image: str, tag: str | None) -> None:
 def test_the_image_must_fit_the_instance(
     image: str, instance_type: str, problem: str | None
 ) -> None:
-    found = checks.image_instance_problem(image, instance_type)
+    found = image_checks.image_instance_problem(image, instance_type)
     if problem is None:
         assert found is None
         return
@@ -74,21 +74,21 @@ def test_the_image_must_fit_the_instance(
 @pytest.mark.parametrize(
     ("check", "value", "problem"),
     [
-        (checks.repository_problem, "vllm-sagemaker", None),
-        (checks.repository_problem, "team/vllm_sagemaker.v2", None),
-        (checks.repository_problem, "Vllm", "--repository 'Vllm': ECR repository names are"),
-        (checks.repository_problem, "vllm sagemaker", "--repository"),
-        (checks.repository_problem, "x", "2-256"),
-        (checks.repository_problem, "team//vllm", "--repository"),
-        (checks.repository_problem, "vllm-", "--repository"),
-        (checks.repository_problem, "a" * 257, "2-256"),
-        (checks.tag_problem, "cpu", None),
-        (checks.tag_problem, "v1.2_rc-3", None),
-        (checks.tag_problem, "x" * 128, None),
-        (checks.tag_problem, "x" * 129, "--tag 'xxxx"),
-        (checks.tag_problem, ".v1", "not starting with a dot or hyphen"),
-        (checks.tag_problem, "v1:2", "--tag 'v1:2': image tags are 1-128"),
-        (checks.tag_problem, "", "--tag '': image tags"),
+        (image_checks.repository_problem, "vllm-sagemaker", None),
+        (image_checks.repository_problem, "team/vllm_sagemaker.v2", None),
+        (image_checks.repository_problem, "Vllm", "--repository 'Vllm': ECR repository names are"),
+        (image_checks.repository_problem, "vllm sagemaker", "--repository"),
+        (image_checks.repository_problem, "x", "2-256"),
+        (image_checks.repository_problem, "team//vllm", "--repository"),
+        (image_checks.repository_problem, "vllm-", "--repository"),
+        (image_checks.repository_problem, "a" * 257, "2-256"),
+        (image_checks.tag_problem, "cpu", None),
+        (image_checks.tag_problem, "v1.2_rc-3", None),
+        (image_checks.tag_problem, "x" * 128, None),
+        (image_checks.tag_problem, "x" * 129, "--tag 'xxxx"),
+        (image_checks.tag_problem, ".v1", "not starting with a dot or hyphen"),
+        (image_checks.tag_problem, "v1:2", "--tag 'v1:2': image tags are 1-128"),
+        (image_checks.tag_problem, "", "--tag '': image tags"),
     ],
 )
 def test_repository_and_tag_names(
@@ -112,7 +112,7 @@ def test_repository_and_tag_names(
     ],
 )
 def test_a_tag_names_the_image_it_tags(target: str, tag: str, problem: str | None) -> None:
-    found = checks.target_tag_problem(target, tag)
+    found = image_checks.target_tag_problem(target, tag)
     if problem is None:
         assert found is None
         return
@@ -136,7 +136,66 @@ def test_a_tag_names_the_image_it_tags(target: str, tag: str, problem: str | Non
     ],
 )
 def test_images(value: str, ok: bool) -> None:
-    found = checks.image_problem(value)
+    found = image_checks.image_problem(value)
     assert (found is None) is ok, found
     if not ok:
         assert found is not None and "deploy image" in found and value in found
+
+
+@pytest.mark.parametrize(
+    ("image", "region", "problem"),
+    [
+        (IMAGE, "us-east-1", None),
+        (IMAGE, None, None),
+        ("123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/vllm:v1", "cn-north-1", None),
+        (
+            IMAGE,
+            "eu-west-1",
+            f"--image {IMAGE}: it is in ECR in us-east-1, and this run deploys to eu-west-1, "
+            "where SageMaker cannot pull it (only from its own region): give --region us-east-1, "
+            "or push the image to eu-west-1 (`vllm-sagemaker deploy image --region eu-west-1`)",
+        ),
+        (
+            "123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com/vllm:v1",
+            "us-gov-east-1",
+            "it is in ECR in us-gov-west-1, and this run deploys to us-gov-east-1",
+        ),
+    ],
+)
+def test_an_image_in_another_regions_ecr(
+    image: str, region: str | None, problem: str | None
+) -> None:
+    """SageMaker pulls images from the ECR of its own region only."""
+    found = image_checks.image_region_problem(image, region)
+    assert (found is None) is (problem is None), found
+    assert problem is None or (found is not None and problem in found), found
+
+
+@pytest.mark.parametrize(
+    ("repository", "region", "problem"),
+    [
+        ("vllm-sagemaker", "us-east-1", None),
+        ("a" * 210, "us-east-1", None),
+        (
+            "a" * 211,
+            "us-east-1",
+            "--repository: 211 characters; with the registry of us-east-1 the image's name "
+            "passes the 255 characters a builder takes: give at most 210",
+        ),
+        ("a" * 210, "ap-southeast-4", "give at most 205"),
+    ],
+)
+def test_a_repository_too_long_for_a_builder(
+    repository: str, region: str, problem: str | None
+) -> None:
+    """ECR takes 256 characters; a builder's `-t` takes 255 for the registry and name."""
+    found = image_checks.image_name_problem(repository, region)
+    assert (found is None) is (problem is None), found
+    assert problem is None or (found is not None and found.endswith(problem)), found
+
+
+def test_a_repository_given_as_its_uri() -> None:
+    assert image_checks.repository_problem(ECR) == (
+        f"--repository '{ECR}': give the repository's name (vllm-sagemaker), not its URI: the "
+        "registry is your account's in the region"
+    )

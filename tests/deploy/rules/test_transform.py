@@ -177,18 +177,36 @@ def test_sagemaker_precedence(job: TransformJob, answer: dict | None, expected: 
 
 
 @pytest.mark.parametrize(
-    ("job", "answer"),
+    ("job", "answer", "line"),
     [
-        (TransformJob("http://x", "in", "out", max_payload_mb=101), None),
+        (
+            TransformJob("http://x", "in", "out", max_payload_mb=100000),
+            None,
+            "--max-payload-mb 100000: must be from 1 to 100",
+        ),
         (
             TransformJob("http://x", "in", "out", max_concurrent_transforms=30),
             {"MaxPayloadInMB": 6},
+            "the container's MaxPayloadInMB 6 times --max-concurrent-transforms 30 = 180 MB: "
+            "SageMaker allows at most 100 MB in flight per instance",
+        ),
+        (
+            TransformJob("http://x", "in", "out"),
+            {"MaxPayloadInMB": 500},
+            "the container's MaxPayloadInMB 500: must be from 1 to 100",
+        ),
+        (
+            TransformJob("http://x", "in", "out", max_concurrent_transforms=-1),
+            None,
+            "--max-concurrent-transforms -1: must be at least 1",
         ),
     ],
 )
-def test_limits_sagemaker_enforces(job: TransformJob, answer: dict | None) -> None:
-    with pytest.raises(JobError):
+def test_limits_sagemaker_enforces(job: TransformJob, answer: dict | None, line: str) -> None:
+    """Each limit is said with where the value came from: the option, or the container."""
+    with pytest.raises(JobError) as refused:
         settings(job, answer)
+    assert str(refused.value) == line
 
 
 @pytest.mark.parametrize(

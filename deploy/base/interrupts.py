@@ -1,0 +1,201 @@
+"""Ctrl-C in the client's commands: one rule for all of them.
+
+The first Ctrl-C (SIGINT) stops the command in order. In asyncio (`run`) it cancels the main task,
+so its `finally` blocks and context managers close what is in flight (requests, files, an engine
+started for the run); elsewhere it is a KeyboardInterrupt. The command then says in one line what
+it kept and how to go on (`Interrupted`: `kept_line`, `wait_line`), which the top
+(`container.cli`, `report`) prints as `<command>: <line>`, and exits with status 130 (128 +
+SIGINT, what a shell reports for a process Ctrl-C ended). Outputs are written so that nothing
+half-written is taken for finished: a file appears whole or not at all, and `--resume` cuts off
+a half-written last line. A step that does not wait in the event loop (a remote input copied
+to a local file, the output delivered at the end) finishes before the first Ctrl-C lands.
+
+A second Ctrl-C while the first is handled (a slow stop: an engine that takes its time to shut
+down) ends the process at once (`os._exit`), with one line too (`second_line`) and never a
+traceback. An engine a run started gets SIGTERM from the kernel when its runner is gone.
+"""
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+EXIT_STATUS = 130
+RESUME = "run the same command with --resume to finish"
+AGAIN = "run the same command again"
+# The commands that finish an interrupted run with --resume.
+RESUMABLE = frozenset({"batch", "transform"})
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the command; the message is its one line (what it kept, how to go on)."""
+
+
+def interrupted_line(what: str, go_on: str) -> str:
+    """The shape of every line a stop says: `stopped: <what is left>; <how to go on>`."""
+    return f"stopped: {what}; {go_on}"
+
+
+def kept_line(count: int, noun: str, verb: str, where: str, total: int | None = None) -> str:
+    """The line of a run stopped with `count` `noun`s done (`verb`: answered, transformed) and
+    kept in `where`, of `total` when it is known. `--resume` keeps them and does the rest, so it
+    is named when there are some; with none it would do what a plain run does, so it is not."""
+    if not count:
+        none = f"none of {total} {noun}s" if total is not None else f"no {noun}"
+        return interrupted_line(f"{none} {verb}, nothing written to {where}", AGAIN)
+    done = f"{count} of {total} {noun}s" if total is not None else f"{count} {noun}"
+    if total is None and count != 1:
+        done += "s"
+    return interrupted_line(f"{done} {verb} and kept in {where}", RESUME)
+
+
+# What a deploy command waiting for a SageMaker resource leaves when Ctrl-C stops the wait: the
+# resource goes on without the command. By the Describe call waited on: what it is, the
+# parameter naming it, and the commands that check it and take it back.
+WAITS = {
+    "DescribeEndpoint": (
+        "endpoint",
+        "EndpointName",
+        "aws sagemaker describe-endpoint --endpoint-name {name}",
+        "delete it with vllm-sagemaker deploy delete --name {name}",
+    ),
+    "DescribeTransformJob": (
+        "transform job",
+        "TransformJobName",
+        "aws sagemaker describe-transform-job --transform-job-name {name}",
+        "stop it with aws sagemaker stop-transform-job --transform-job-name {name}",
+    ),
+}
+
+
+def wait_line(
+    operation: str,
+    params: dict[str, Any],
+    status: str | None,
+    region: str | None,
+    profile: str | None = None,
+) -> str:
+    """The line of a wait on `operation` (a Describe call with `params`) that Ctrl-C stopped,
+    having last seen `status` (None: not read yet), in `region` with `profile` (the --profile
+    given, which the commands it names need too)."""
+    kind, key, check, undo = WAITS[operation]
+    name = params[key]
+    seen = f" ({status})" if status else ""
+    where = (f" --region {region}" if region else "") + (f" --profile {profile}" if profile else "")
+    return interrupted_line(
+        f"{kind} {name}{seen} goes on in SageMaker without this command",
+        f"check it with {check.format(name=name)}{where}, or {undo.format(name=name)}{where}",
+    )
+
+
+def second_line(command: str) -> str:
+    """What a second Ctrl-C says as it ends `command` at once."""
+    hint = f"; {RESUME}" if command in RESUMABLE else ""
+    return f"{command}: stopped at once by a second Ctrl-C{hint}"
+
+
+def top_line(stop: KeyboardInterrupt) -> str:
+    """The line for a Ctrl-C that reached the top: its own, or a plain one."""
+    return str(stop) if isinstance(stop, Interrupted) and str(stop) else "stopped by Ctrl-C"
+
+
+@dataclass
+class _State:
+    """The command being run, the Ctrl-Cs it got, and the asyncio task a Ctrl-C cancels."""
+
+    command: str = ""
+    count: int = 0
+    task: "asyncio.Task[Any] | None" = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_state = _State()
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _state.count += 1
+    if _state.count > 1:
+        os.write(2, (second_line(_state.command) + "\n").encode())
+        os._exit(EXIT_STATUS)
+    task, loop = _state.task, _state.loop
+    if task is not None and loop is not None and not task.done():
+        # As asyncio.Runner does: cancel the main task, and wake the loop if it waits.
+        task.cancel()
+        loop.call_soon_threadsafe(lambda: None)
+        return
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def handled(command: str) -> Iterator[None]:
+    """Ctrl-C handled by this module's rule while `command` runs (in the main thread only). The
+    handler stays once a stop has begun, so that a second Ctrl-C still ends the process at once
+    while the stop's line is printed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    _state.command, _state.count = command, 0
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        if not _state.count:
+            signal.signal(signal.SIGINT, previous)
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` where Ctrl-C cancels `main` (its cleanup runs) and ends as a
+    KeyboardInterrupt, or as the `Interrupted` that `main` raised to say what it kept. Outside
+    `handled`, asyncio's own handler does the cancelling."""
+
+    async def watched() -> T | Interrupted:
+        _state.task, _state.loop = asyncio.current_task(), asyncio.get_running_loop()
+        try:
+            try:
+                result = await main
+            except Interrupted as stop:
+                # Raised outside the loop: a KeyboardInterrupt in a task stops the loop itself.
+                return stop
+            # A Ctrl-C during `main`'s last step (no await left to land on: an output's
+            # delivery) came after its work was done: it lands here, and the result stands.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+            return result
+        finally:
+            _state.task = _state.loop = None
+
+    try:
+        result = asyncio.run(watched())
+    except asyncio.CancelledError:
+        if _state.count:
+            raise KeyboardInterrupt from None
+        raise
+    if isinstance(result, Interrupted):
+        raise result
+    return result
+
+
+def report(command: str, stop: KeyboardInterrupt) -> int:
+    """Print the line of a Ctrl-C that reached the top and return the exit status. A thread
+    that cannot be stopped (a call to a SageMaker endpoint still waiting for its answer, which
+    Python would wait for at exit) does not hold the exit: the process ends at once."""
+    print(f"{command}: {top_line(stop)}", file=sys.stderr, flush=True)
+    waiting = [
+        thread
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
+    ]
+    if waiting:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os._exit(EXIT_STATUS)
+    return EXIT_STATUS

@@ -1,0 +1,106 @@
+"""Which AWS profile a client command works with: `--profile`, else AWS_PROFILE, else boto3's
+usual chain (keys in the environment, the `default` profile, a role the machine has).
+
+`--profile` means what the AWS CLI's does: that profile's credentials and region, even where
+AWS_ACCESS_KEY_ID is set. It is applied here, once, before the command runs: to boto3's default
+session, which every client the command makes comes from, and to AWS_PROFILE, which sessions
+made later and the processes the command starts read. A profile the AWS config does not have is
+one line naming it, from `--profile` (refused before anything runs) as from AWS_PROFILE.
+
+This module loads no boto3 unless a profile is given: `vllm-sagemaker --help` builds every
+parser with it.
+"""
+
+import argparse
+import difflib
+from collections.abc import MutableMapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import boto3.session
+
+# The variable boto3 (and the AWS CLI) read a profile from; botocore also reads the older one.
+PROFILE_VARIABLE = "AWS_PROFILE"
+OLD_PROFILE_VARIABLE = "AWS_DEFAULT_PROFILE"
+# How many of the config's profiles a line lists.
+_LISTED = 10
+
+_given: str | None = None  # the --profile of this run, once applied
+
+
+def add_profile_argument(parser: argparse.ArgumentParser) -> None:
+    """`--profile`, the one definition every command that calls AWS takes."""
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help=f"the AWS profile whose credentials (and region) to use, as the AWS CLI's "
+        f"--profile (default: ${PROFILE_VARIABLE}, else boto3's usual chain)",
+    )
+
+
+def use_profile(given: str | None, env: MutableMapping[str, str]) -> str | None:
+    """Make boto3 (and, through `env`, the processes started later) use profile `given`
+    (--profile); the line that refuses it when the AWS config has no such profile."""
+    global _given
+    if not given:
+        return None
+    import boto3
+    import botocore.exceptions
+
+    try:
+        boto3.setup_default_session(profile_name=given)
+    except botocore.exceptions.ProfileNotFound:
+        return unknown_profile(f"--profile {given!r}", given, *config_profiles())
+    env[PROFILE_VARIABLE] = given
+    env.pop(OLD_PROFILE_VARIABLE, None)  # botocore would read it before AWS_PROFILE
+    _given = given
+    return None
+
+
+def given_profile() -> str | None:
+    """The --profile this run uses (None: none was given)."""
+    return _given
+
+
+def session() -> "boto3.session.Session":
+    """boto3's default session, the one every client of the command comes from (with the
+    --profile, once given)."""
+    import boto3
+
+    if boto3.DEFAULT_SESSION is None:
+        boto3.setup_default_session()
+    assert boto3.DEFAULT_SESSION is not None
+    return boto3.DEFAULT_SESSION
+
+
+def config_profiles() -> tuple[Sequence[str], str]:
+    """The profiles of the AWS config, and the files they are read from (as a line names
+    them)."""
+    import botocore.exceptions
+    import botocore.session
+
+    config = botocore.session.Session()
+    paths = (str(config.get_config_variable(name)) for name in ("config_file", "credentials_file"))
+    files = " or ".join(dict.fromkeys(paths))
+    try:
+        return config.available_profiles, files
+    except botocore.exceptions.BotoCoreError:  # a config file that does not parse
+        return [], files
+
+
+def unknown_profile(where: str, name: str, known: Sequence[str], files: str) -> str:
+    """The line for a profile the AWS config does not have: `where` names it as the user gave
+    it (`--profile 'x'`, `AWS_PROFILE 'x'`), with the nearest profile and the ones there are."""
+    near = difflib.get_close_matches(name, known, n=1)
+    guess = f" ({near[0]}?)" if near else ""
+    if not known:
+        return (
+            f"{where}: no such AWS profile in {files}, which hold none: "
+            f"`aws configure --profile {name}` (or `aws configure sso`) makes one"
+        )
+    listed = sorted(known)
+    more = ", ..." if len(listed) > _LISTED else ""
+    return (
+        f"{where}: no such AWS profile in {files}{guess}; they hold "
+        f"{', '.join(listed[:_LISTED])}{more}"
+    )

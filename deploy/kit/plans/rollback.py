@@ -1,0 +1,61 @@
+"""What a failed deploy takes back (`deploy.base.run.Rollback`): the rule from a call the run made
+to the call that deletes what it created, and the name a line gives what a call touches.
+
+A Create call that succeeded made what it names (SageMaker and ECR refuse a name that exists),
+so deleting it touches nothing that was there before. An update, a deletion and a read take
+nothing back; an object or file a plan wrote may have replaced one that was there, so it stays
+and the line says so.
+"""
+
+from vllm_sagemaker.deploy.base.calls import Call, Undo
+from vllm_sagemaker.deploy.kit.plans.delete import delete_calls
+
+# What a call touches, by the parameter naming it, first found first (CreateEndpoint names its
+# config too, CreateTransformJob its model).
+_KINDS = (
+    ("EndpointName", "endpoint"),
+    ("TransformJobName", "transform job"),
+    ("EndpointConfigName", "endpoint config"),
+    ("ModelName", "model"),
+    ("repositoryName", "ECR repository"),
+)
+# Writes whose effect stays: what they wrote may have replaced what was there.
+_WRITES = frozenset({("s3", "PutObject"), ("file", "Write")})
+
+
+def touched(call: Call) -> str:
+    """What a call touches, as a line names it: `model llm`, `s3://bucket/key`, a path."""
+    params = call.params
+    for key, kind in _KINDS:
+        if key in params:
+            return f"{kind} {params[key]}"
+    if "Bucket" in params:
+        return f"s3://{params['Bucket']}/{params.get('Key', '')}"
+    return str(params.get("Path", f"{call.service} {call.operation}"))
+
+
+def _deletion(call: Call) -> Call | None:
+    """The call that deletes what `call` created; None when it created nothing to delete."""
+    params = call.params
+    if call.service == "sagemaker":
+        if call.operation == "CreateModel":
+            return delete_calls(None, [], [params["ModelName"]])[0]
+        if call.operation == "CreateEndpointConfig":
+            return delete_calls(None, [params["EndpointConfigName"]], [])[0]
+        if call.operation == "CreateEndpoint":
+            return delete_calls(params["EndpointName"], [], [])[0]
+    if call.service == "ecr" and call.operation == "CreateRepository":
+        # Without force: a repository that holds an image (pushed before the failure) stays.
+        return Call("ecr", "DeleteRepository", {"repositoryName": params["repositoryName"]})
+    return None
+
+
+def undo(call: Call) -> Undo | None:
+    """How a failed run takes `call` back: the deletion of what it created, a write that stays
+    (Undo without a call), or None (it left nothing to take back)."""
+    deletion = _deletion(call)
+    if deletion is not None:
+        return Undo(touched(call), deletion)
+    if (call.service, call.operation) in _WRITES:
+        return Undo(touched(call))
+    return None
