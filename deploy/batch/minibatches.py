@@ -79,7 +79,14 @@ async def answer_mini_batch(
     """A mini-batch's output lines, each with its outcome (every line is parsed once). A line
     the engine aborted is no answer: the run stops before anything of the mini-batch is
     written."""
-    answers = [(line, outcome(line)) for line in await mini_batch_lines(target, mini_batch)]
+    lines = await mini_batch_lines(target, mini_batch)
+    try:
+        answers = [(line, outcome(line)) for line in lines]
+    except ValueError:
+        raise invoke.InvocationFailed(
+            "the answer is not batch output lines (a JSON object a line): is it a vllm-sagemaker "
+            "container?"
+        ) from None
     for item, (_, result) in zip(mini_batch, answers, strict=True):
         if item.fault is None and result.aborted:
             raise invoke.InvocationFailed(

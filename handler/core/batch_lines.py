@@ -265,8 +265,10 @@ class Outcome:
 
 
 def outcome(line: bytes) -> Outcome:
-    """Read back one output line (ValueError when it is not a complete JSON line)."""
+    """Read back one output line (ValueError when it is not a complete JSON object line)."""
     value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
     response, error = value.get("response"), value.get("error")
     succeeded = error is None and isinstance(response, dict) and response.get("status_code") == 200
     body = response.get("body") if isinstance(response, dict) else None

@@ -171,6 +171,13 @@ def test_a_line_without_a_response_has_the_status_of_its_cause(
     assert outcome(batch_error_line("a", error)).status_code == status
 
 
+@pytest.mark.parametrize("line", [b"body", b'"a string"', b"[1, 2]", b'{"id": "1", "custom_'])
+def test_a_line_that_is_not_a_json_object_is_no_outcome(line: bytes) -> None:
+    """What a container that is not ours may answer (moto's stand-in endpoint answers `body`)."""
+    with pytest.raises(ValueError):
+        outcome(line)
+
+
 def test_repair_cuts_a_half_written_line(tmp_path: Path) -> None:
     good = (
         b'{"id": "1", "custom_id": "a", "response": null, "error": {"code": "x", "message": "m"}}\n'
