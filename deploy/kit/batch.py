@@ -81,7 +81,7 @@ def _on_sagemaker(
         args.image,
         source(args),
         model_env(env_from_pairs(args.env), args.instance_type),
-        role(args),
+        role(args, reads),
     )
     first, notes = model_calls(reads, model)
     for note in notes:

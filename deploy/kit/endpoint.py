@@ -84,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
         args.instance_type,
         args.instance_count,
         env_from_pairs(args.env),
-        role(args),
+        role(args, reads),
         args.async_output,
         updated,
     )

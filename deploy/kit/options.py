@@ -7,22 +7,27 @@ No boto3 here: `deploy.kit.cli` uses `say` before any command runs.
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
 
+if TYPE_CHECKING:
+    from vllm_sagemaker.deploy.base.reads import Reads
 
-def role(args: argparse.Namespace) -> str:
+
+def role(args: argparse.Namespace, reads: "Reads") -> str:
     """The execution role: --role, else $SAGEMAKER_ROLE_ARN; a dry run without either shows a
-    placeholder and says so (a real run without one is refused before AWS: `checks`)."""
+    placeholder and says so with the plan, among what it assumed (a real run without one is
+    refused before AWS: `checks`)."""
     given = args.role or os.environ.get(ROLE_VARIABLE)
     if given:
         return given
     if args.dry_run:
-        say(
-            f"dry run: no --role and no {ROLE_VARIABLE}, so the plan shows {ROLE_PLACEHOLDER} "
-            f"for the execution role; the real run needs --role ARN or {ROLE_VARIABLE}"
+        reads.assumed.append(
+            f"no --role and no {ROLE_VARIABLE}, so the plan shows {ROLE_PLACEHOLDER} for the "
+            f"execution role; the real run needs --role ARN or {ROLE_VARIABLE}"
         )
         return ROLE_PLACEHOLDER
     # Imported here: checks loads this module (through token).

@@ -26,7 +26,7 @@ def main(args: argparse.Namespace) -> int:
     if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
         raise stopped(f"a transform job named {args.name} exists; give the new job another --name")
     env = model_env(env_from_pairs(args.env), args.instance_type)
-    model = create_model(args.name, args.image, source(args), env, role(args))
+    model = create_model(args.name, args.image, source(args), env, role(args, reads))
     input_prefix, shards, shard_notes = shard_plan(
         reads, args.input, args.output, args.name, args.instance_count
     )

@@ -118,7 +118,12 @@ def test_ctrl_c_in_flight_keeps_whole_lines_and_resume_finishes(name: str, tmp_p
     staged = Path(staged_path(str(output), str(staging)))
     kept = output if staged == output else f"{staged} (staged for {output})"
     with holding(hold_after=1) as (url, container):
-        status, lines = interrupted([*args, "--endpoint", url], log, lambda: container.held == 2)
+        # Held, and the first mini-batch's answers written: nothing else can move until release.
+        status, lines = interrupted(
+            [*args, "--endpoint", url],
+            log,
+            lambda: container.held == 2 and line_count(staged) == LINES_PER_REQUEST,
+        )
         assert container.posts == 3
     assert status == 130
     # The last line (a progress line may come before it on a machine slow enough).
