@@ -5,7 +5,8 @@ SageMaker's routes (`handler.sagemaker`): `/ping`, `/execution-parameters`, `/in
 the adapter protocol `/adapters`, unless a customer handler replaced `/ping` or `/invocations`
 (`handler.sagemaker.custom_code`: then vLLM's app, where MHCS mounted it, answers). OpenAI's
 Files and Batches API (`handler.batches`), which runs batches in the background from the
-server's start (lifespan) to its shutdown. Real-time inference requests are counted, so running
+server's start (lifespan) to its shutdown, as the CloudWatch metrics (`handler.metrics`) are
+written when SAGEMAKER_METRICS asks for them. Real-time inference requests are counted, so running
 batches yield to them. Every non-health route is guarded by the API key when one is configured,
 bodies over the payload limit get 413, and everything else goes to vLLM untouched.
 """
@@ -19,6 +20,7 @@ from vllm_sagemaker.handler.core import kinds
 from vllm_sagemaker.handler.core.config import API_KEY_VAR, Config
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.routing import custom_attributes, is_batch_work
+from vllm_sagemaker.handler.metrics import writer as metrics_writer
 from vllm_sagemaker.handler.process.lifecycle import RESTARTS, StopRequests
 from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records.messages import header, respond, respond_error, too_large
@@ -63,6 +65,7 @@ class SageMakerMiddleware:
         self.batch_api = batch_routes.BatchRoutes(
             self.config.batch_api, pipeline, self.window, self.config.api_keys, self.stops
         )
+        self.metrics = metrics_writer.from_env()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -87,13 +90,16 @@ class SageMakerMiddleware:
             await self.route(scope, receive, timed)
 
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """vLLM's lifespan, with the batch scheduler started once the server is up and stopped
-        before vLLM shuts down. A shutdown nobody asked for ends the process with status 1."""
+        """vLLM's lifespan, with the batch scheduler and the CloudWatch metrics started once the
+        server is up and stopped before vLLM shuts down. A shutdown nobody asked for ends the
+        process with status 1."""
 
         async def on_receive() -> Message:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.batch_api.shutdown()
+                if self.metrics is not None:
+                    await self.metrics.stop()
             return message
 
         async def on_send(message: Message) -> None:
@@ -102,6 +108,8 @@ class SageMakerMiddleware:
                 custom_code.log(self.custom)
                 self.stops.watch()
                 await self.batch_api.startup(scope)
+                if self.metrics is not None:
+                    self.metrics.start()
             if message["type"] == "lifespan.shutdown.complete":
                 self.stops.exit_unless_requested("vLLM stopped unasked (its engine died)")
             await send(message)

@@ -77,6 +77,12 @@ PLATFORM_ENV = {
     # Its OpenAI routes answer an unknown `model` with vLLM's 404
     # (tests/handler/test_openai_path.py).
     "SAGEMAKER_MODEL_FALLBACK": "false",
+    # EMF documents on stdout, one every 5 s for both API-server processes
+    # (tests/handler/test_metrics.py).
+    "SAGEMAKER_METRICS": "cloudwatch",
+    "SAGEMAKER_METRICS_INTERVAL_SECONDS": "5",
+    "SAGEMAKER_METRICS_NAMESPACE": "vLLM/Tests",
+    "SAGEMAKER_METRICS_ENDPOINT_NAME": "platform-test",
 }
 MODEL_BUCKET = "models"
 # LiteLLM's quick start names its own model_name in every batch line; the chat server serves that

@@ -57,11 +57,15 @@ class Reads:
         return self.guarded(ask, call.operation, assumption, None)
 
     def names(self, operation: str, items: str, key: str, **params: Any) -> list[str]:
-        """Every `key` of every item of a List call, page after page."""
+        """Every `key` of every item of a SageMaker List call, page after page."""
+        return [item[key] for item in self.items("sagemaker", operation, items, **params)]
 
-        def listed() -> list[str]:
-            paginator = boto3.client("sagemaker").get_paginator(xform_name(operation))
-            return [item[key] for page in paginator.paginate(**params) for item in page[items]]
+    def items(self, service: str, operation: str, items: str, **params: Any) -> list[Any]:
+        """Every item of a List (or paged Describe) call, page after page."""
+
+        def listed() -> list[Any]:
+            paginator = boto3.client(service).get_paginator(xform_name(operation))
+            return [item for page in paginator.paginate(**params) for item in page[items]]
 
         return self.required(listed, operation)
 

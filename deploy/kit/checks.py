@@ -39,6 +39,7 @@ from vllm_sagemaker.deploy.kit.plans.names import (
     version,
     versioned,
 )
+from vllm_sagemaker.deploy.kit.scaling_options import scaling_problems
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.environment import environment_problems
 
@@ -341,6 +342,10 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         found.append(env_problem(args.env))
     if command == "token":
         found.append(expires_problem(args.expires))
+    if command == "endpoint":
+        found += scaling_problems(args, env_from_pairs(args.env))
+        if args.scale_target is not None:
+            found.append(positive_problem("--target", args.scale_target))
     if given.get("openai") and given.get("use_async"):
         found.append("--openai: the OpenAI-compatible path is real-time; leave out --async")
     if command in ("endpoint", "transform", "batch") and on_sagemaker:

@@ -19,6 +19,7 @@ from vllm_sagemaker.deploy.kit.checks import USAGE_ERROR, Refused
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
 from vllm_sagemaker.deploy.kit.plans.shards import DEFAULT_SHARD_LINES
+from vllm_sagemaker.deploy.kit.scaling_options import add_scaling_options
 
 EXIT_STATUS = (
     "Exit status: 0 when done, 1 when AWS or the run failed, 2 when an option is refused "
@@ -46,7 +47,16 @@ def main(args: argparse.Namespace) -> int:
 def dispatch(name: str) -> Callable[[argparse.Namespace], int]:
     """What the `deploy` subcommand `name` does: its module's `main`, loaded (with boto3) only
     now."""
-    from vllm_sagemaker.deploy.kit import batch, delete, endpoint, image, invoke, token, transform
+    from vllm_sagemaker.deploy.kit import (
+        batch,
+        dashboard,
+        delete,
+        endpoint,
+        image,
+        invoke,
+        token,
+        transform,
+    )
 
     commands = {
         "image": image.main,
@@ -56,6 +66,7 @@ def dispatch(name: str) -> Callable[[argparse.Namespace], int]:
         "invoke": invoke.main,
         "token": token.main,
         "delete": delete.main,
+        "dashboard": dashboard.main,
     }
     return commands[name]
 
@@ -277,6 +288,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S3_PREFIX",
         help="make it an async endpoint that writes its answers under this prefix",
     )
+    add_scaling_options(hosted)
     _no_wait(hosted, "for InService")
     _keep_on_failure(hosted, "the model, endpoint config and endpoint")
 
@@ -380,3 +392,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "NAME-<UTC time>; nothing else.",
     )
     _name(remove, "delete", "the endpoint to delete, with its configs and models")
+
+    board = command(
+        "dashboard",
+        "write a CloudWatch dashboard for an endpoint",
+        "Write (or replace) the CloudWatch dashboard NAME for the endpoint NAME: SageMaker's "
+        "metrics of it (invocations, model latency, CPU and GPU use, instances) beside the "
+        "container's own (time to first token and end-to-end latency p50/p95/p99, requests "
+        "running and waiting, KV cache use, tokens per second), which it writes with "
+        "SAGEMAKER_METRICS=cloudwatch.",
+    )
+    _name(board, "dashboard", "the endpoint, and its dashboard")

@@ -1,7 +1,8 @@
-"""`deploy delete`: the endpoint NAME and every endpoint config and model named NAME or
-`NAME-<UTC time>` (`deploy.kit.plans.delete`), one call at a time, each said as it is removed: a
-failed deletion is said and the rest go on, except that nothing of a standing endpoint is deleted
-after its own deletion failed."""
+"""`deploy delete`: the scaling policies and scalable targets of the endpoint NAME's variants
+(`deploy endpoint --autoscale`'s), the endpoint NAME and every endpoint config and model named
+NAME or `NAME-<UTC time>` (`deploy.kit.plans.delete`), one call at a time, each said as it is
+removed: a failed deletion is said and the rest go on, except that nothing of a standing
+endpoint is deleted after its own deletion failed."""
 
 import argparse
 

@@ -1,5 +1,6 @@
 """`deploy endpoint`: create (or update) a real-time or async endpoint and wait until it is
-InService.
+InService; with --autoscale, then register its variant with Application Auto Scaling and put a
+target-tracking policy on it (`deploy.kit.plans.scaling`).
 
 Like every `deploy` command, it reads what decides its plan (`deploy.base.reads`), builds the
 plan (`deploy.kit.plans`) and carries it out (`deploy.base.run`); `--dry-run` makes the same
@@ -22,7 +23,16 @@ from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
 from vllm_sagemaker.deploy.kit.plans.endpoint import endpoint_calls
 from vllm_sagemaker.deploy.kit.plans.instances import image_target
 from vllm_sagemaker.deploy.kit.plans.names import version
-from vllm_sagemaker.deploy.kit.plans.rollback import undo
+from vllm_sagemaker.deploy.kit.plans.rollback import undo_beside
+from vllm_sagemaker.deploy.kit.plans.scaling import (
+    CONCURRENCY,
+    Scaling,
+    metrics_env,
+    parsed_range,
+    replaced,
+    scaling_calls,
+    standing,
+)
 
 
 def default_image(reads: Reads, instance_type: str) -> str:
@@ -62,6 +72,14 @@ def default_image(reads: Reads, instance_type: str) -> str:
     return uri
 
 
+def scaling(args: argparse.Namespace) -> Scaling | None:
+    """What --autoscale, --scale-on and --target ask for (checked before: `checks`)."""
+    found = parsed_range(args.autoscale) if args.autoscale else None
+    if found is None:
+        return None
+    return Scaling(*found, args.scale_on or CONCURRENCY, args.scale_target)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.image:
         refuse(image_region_problem(args.image, run_region()))
@@ -77,19 +95,30 @@ def main(args: argparse.Namespace) -> int:
     updated = version() if existing else None
     if updated:
         say(f"{args.name} exists; the run updates it to version {updated}")
+    asked = scaling(args)
+    env = metrics_env(env_from_pairs(args.env), args.name, asked)
     calls = endpoint_calls(
         args.name,
         image,
         source(args),
         args.instance_type,
         args.instance_count,
-        env_from_pairs(args.env),
+        env,
         role(args, reads),
         args.async_output,
         updated,
     )
-    with Rollback(undo, args.keep_on_failure) as rollback:
-        execute(calls, args.dry_run, reads.assumed, rollback)
-        if not args.dry_run and not args.no_wait:
+    scaled = scaling_calls(args.name, asked, env) if asked else []
+    # An update's target and policy may stand already: the run replaces them, and a failed run
+    # leaves what it replaced.
+    held = replaced(scaled, *standing(reads, args.name)) if scaled and existing else []
+    if args.dry_run:
+        execute(calls + scaled, True, reads.assumed)
+        return 0
+    with Rollback(undo_beside(held), args.keep_on_failure) as rollback:
+        execute(calls, False, rollback=rollback)
+        if not args.no_wait:
             wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
+        # Application Auto Scaling registers a variant of an endpoint InService only.
+        execute(scaled, False, rollback=rollback)
     return 0

@@ -13,6 +13,7 @@ from vllm_sagemaker.handler.core import handler_specs, sm_vllm
 from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.execution_parameters import positive_int
+from vllm_sagemaker.handler.core.metrics_settings import MetricsSettings
 from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
 
 DEFAULT_PORT = 8080
@@ -56,6 +57,7 @@ _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     auto_install,
     cpu_preload,
     sm_vllm.flags,
+    MetricsSettings.from_env,
 )
 
 

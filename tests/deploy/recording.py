@@ -25,8 +25,12 @@ _TARGETS = (
     "EndpointConfigName",
     "ModelName",
     "repositoryName",
+    "ResourceId",
+    "DashboardName",
     "Key",
 )
+# botocore's events name a service by its id, hyphenated; a plan's calls by its client's name.
+_CLIENTS = {"application-auto-scaling": "application-autoscaling"}
 # Operations that only read: all a dry run may call.
 _READS = ("Describe", "List", "Get", "Head")
 # What differs between two runs of one plan: the update's version and the async body's name.
@@ -46,7 +50,7 @@ def recorded() -> Iterator[list[tuple[str, str, str]]]:
 
     def record(event_name: str, params: dict[str, Any], **_: Any) -> None:
         _, service, operation = event_name.split(".")
-        calls.append(identity(service, operation, params))
+        calls.append(identity(_CLIENTS.get(service, service), operation, params))
 
     boto3.setup_default_session()
     assert boto3.DEFAULT_SESSION is not None
@@ -64,8 +68,10 @@ def writes(calls: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
 
 
 def state() -> dict[str, Any]:
-    """What SageMaker, S3 and ECR hold: names, and every object's ETag."""
+    """What SageMaker, S3, ECR, Application Auto Scaling and CloudWatch's dashboards hold:
+    names, every object's ETag, every scalable target's capacities and every policy's metric."""
     s3 = boto3.client("s3")
+    scaling = boto3.client("application-autoscaling")
     sagemaker = boto3.client("sagemaker")
     objects = sorted(
         (bucket["Name"], item["Key"], item["ETag"])
@@ -84,6 +90,22 @@ def state() -> dict[str, Any]:
         ),
         "repositories": sorted(
             r["repositoryName"] for r in boto3.client("ecr").describe_repositories()["repositories"]
+        ),
+        "scalable_targets": sorted(
+            (t["ResourceId"], t["MinCapacity"], t["MaxCapacity"])
+            for t in scaling.describe_scalable_targets(ServiceNamespace="sagemaker")[
+                "ScalableTargets"
+            ]
+        ),
+        "scaling_policies": sorted(
+            (p["ResourceId"], p["PolicyName"], json.dumps(p, default=str, sort_keys=True))
+            for p in scaling.describe_scaling_policies(ServiceNamespace="sagemaker")[
+                "ScalingPolicies"
+            ]
+        ),
+        "dashboards": sorted(
+            (d["DashboardName"], d["Size"])
+            for d in boto3.client("cloudwatch").list_dashboards()["DashboardEntries"]
         ),
     }
 

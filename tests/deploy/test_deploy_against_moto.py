@@ -95,7 +95,11 @@ def test_an_endpoint_on_a_cpu_instance_takes_the_cpu_image(aws: dict[str, str]) 
     sagemaker = boto3.client("sagemaker")
     container = sagemaker.describe_model(ModelName="cpu-llm")["PrimaryContainer"]
     assert container["Image"] == uri
-    assert container["Environment"] == {"HF_MODEL_ID": "org/m"}
+    assert container["Environment"] == {
+        "HF_MODEL_ID": "org/m",
+        "SAGEMAKER_METRICS_ENDPOINT_NAME": "cpu-llm",
+        "SAGEMAKER_METRICS_VARIANT_NAME": "AllTraffic",
+    }
     config = sagemaker.describe_endpoint_config(EndpointConfigName="cpu-llm")
     (variant,) = config["ProductionVariants"]
     assert variant["InstanceType"] == "ml.c5.4xlarge" and "InferenceAmiVersion" not in variant

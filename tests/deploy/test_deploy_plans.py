@@ -25,6 +25,8 @@ def test_endpoint_plan() -> None:
         "HF_MODEL_ID": "org/model",
         "SM_VLLM_MAX_MODEL_LEN": "4096",
         "SM_VLLM_TENSOR_PARALLEL_SIZE": "4",
+        "SAGEMAKER_METRICS_ENDPOINT_NAME": "llm",
+        "SAGEMAKER_METRICS_VARIANT_NAME": "AllTraffic",
     }
     (variant,) = calls[1]["params"]["ProductionVariants"]
     assert variant["InstanceType"] == "ml.g5.12xlarge"
@@ -109,7 +111,11 @@ def test_a_cpu_instance_plan() -> None:
     model, config, _ = json.loads(done.stdout)
     assert model["params"]["PrimaryContainer"] == {
         "Image": cpu_image,
-        "Environment": {"HF_MODEL_ID": "org/m"},
+        "Environment": {
+            "HF_MODEL_ID": "org/m",
+            "SAGEMAKER_METRICS_ENDPOINT_NAME": "llm",
+            "SAGEMAKER_METRICS_VARIANT_NAME": "AllTraffic",
+        },
     }
     assert "InferenceAmiVersion" not in config["params"]["ProductionVariants"][0]
 

@@ -1,11 +1,13 @@
-"""`deploy delete`'s calls: the endpoint NAME and every endpoint config and model named NAME or
-`NAME-<UTC time>` (the kit's versions of it); nothing else (`NAME-prod` is another's)."""
+"""`deploy delete`'s calls: the scaling policies and scalable targets of the endpoint NAME's
+variants, the endpoint NAME, and every endpoint config and model named NAME or `NAME-<UTC time>`
+(the kit's versions of it); nothing else (`NAME-prod` is another's)."""
 
 from collections.abc import Sequence
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit.plans.names import is_version_of
+from vllm_sagemaker.deploy.kit.plans.scaling import scaling_deletions, standing
 
 
 def delete_calls(endpoint: str | None, configs: Sequence[str], models: Sequence[str]) -> list[Call]:
@@ -51,4 +53,5 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
             ("ListModels", "Models", "ModelName"),
         )
     )
-    return delete_calls(name if endpoint else None, configs, models), kept
+    scaled = scaling_deletions(name, *standing(reads, name))
+    return scaled + delete_calls(name if endpoint else None, configs, models), kept

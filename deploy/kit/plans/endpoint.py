@@ -8,6 +8,7 @@ from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource, create_model, model_env
 from vllm_sagemaker.deploy.kit.plans.names import TAGS, versioned
+from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER
 
 # Large models need more than SageMaker's defaults to download and to pass /ping.
@@ -32,7 +33,7 @@ def endpoint_calls(
     the endpoint is updated to them: SageMaker swaps instances without downtime."""
     resource = versioned(name, version) if version else name
     variant = {
-        "VariantName": "AllTraffic",
+        "VariantName": VARIANT,
         "ModelName": resource,
         "InstanceType": instance_type,
         "InitialInstanceCount": instance_count,

@@ -15,6 +15,7 @@ from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
+from vllm_sagemaker.handler.core import cloudwatch
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
     from vllm_sagemaker.deploy.base.reads import Reads
@@ -82,15 +83,23 @@ def create_model(
 
 
 _DATA_SOURCE = ("S3Uri", "S3DataType", "CompressionType")
+# What `deploy endpoint` adds to its model's environment to name where its metrics come from
+# (`plans.scaling.metrics_env`): not the model, so a transform job may use it all the same.
+_WHERE = (cloudwatch.ENDPOINT_VARIABLE, cloudwatch.VARIANT_VARIABLE)
 
 
 def _as_created(container: Mapping[str, Any]) -> dict[str, Any]:
     """What the kit sets of a container, as it sets it: SageMaker's DescribeModel adds fields
-    of its own (the data source's ETag and manifest, the container's Mode), left out here."""
+    of its own (the data source's ETag and manifest, the container's Mode), left out here, and
+    so are the variables that name an endpoint's metrics."""
     source = container.get("ModelDataSource", {}).get("S3DataSource", {})
     return {
         "Image": container.get("Image"),
-        "Environment": container.get("Environment") or {},
+        "Environment": {
+            key: value
+            for key, value in (container.get("Environment") or {}).items()
+            if key not in _WHERE
+        },
         "ModelDataUrl": container.get("ModelDataUrl"),
         "ModelDataSource": {key: source.get(key) for key in _DATA_SOURCE if key in source},
     }

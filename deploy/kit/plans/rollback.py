@@ -4,10 +4,15 @@ to the call that deletes what it created, and the name a line gives what a call 
 A Create call that succeeded made what it names (SageMaker and ECR refuse a name that exists),
 so deleting it touches nothing that was there before. An update, a deletion and a read take
 nothing back; an object or file a plan wrote may have replaced one that was there, so it stays
-and the line says so.
+and the line says so. Application Auto Scaling's RegisterScalableTarget and PutScalingPolicy
+create or replace: what they created is deregistered and deleted, what they replaced (the plan
+read it: `plans.scaling.replaced`) stays, as a write does (`undo_beside`).
 """
 
+from collections.abc import Callable, Sequence
+
 from vllm_sagemaker.deploy.base.calls import Call, Undo
+from vllm_sagemaker.deploy.kit.plans import scaling
 from vllm_sagemaker.deploy.kit.plans.delete import delete_calls
 
 # What a call touches, by the parameter naming it, first found first (CreateEndpoint names its
@@ -18,6 +23,8 @@ _KINDS = (
     ("EndpointConfigName", "endpoint config"),
     ("ModelName", "model"),
     ("repositoryName", "ECR repository"),
+    ("ResourceId", "scalable target"),
+    ("DashboardName", "dashboard"),
 )
 # Writes whose effect stays: what they wrote may have replaced what was there.
 _WRITES = frozenset({("s3", "PutObject"), ("file", "Write")})
@@ -26,6 +33,8 @@ _WRITES = frozenset({("s3", "PutObject"), ("file", "Write")})
 def touched(call: Call) -> str:
     """What a call touches, as a line names it: `model llm`, `s3://bucket/key`, a path."""
     params = call.params
+    if "PolicyName" in params:
+        return f"scaling policy {params['PolicyName']} of {params.get('ResourceId', '')}".strip()
     for key, kind in _KINDS:
         if key in params:
             return f"{kind} {params[key]}"
@@ -44,6 +53,10 @@ def _deletion(call: Call) -> Call | None:
             return delete_calls(None, [params["EndpointConfigName"]], [])[0]
         if call.operation == "CreateEndpoint":
             return delete_calls(params["EndpointName"], [], [])[0]
+    if call.service == scaling.SERVICE and call.operation == "RegisterScalableTarget":
+        return scaling.deregistration(params)
+    if call.service == scaling.SERVICE and call.operation == "PutScalingPolicy":
+        return scaling.policy_deletion(params)
     if call.service == "ecr" and call.operation == "CreateRepository":
         # Without force: a repository that holds an image (pushed before the failure) stays.
         return Call("ecr", "DeleteRepository", {"repositoryName": params["repositoryName"]})
@@ -59,3 +72,13 @@ def undo(call: Call) -> Undo | None:
     if (call.service, call.operation) in _WRITES:
         return Undo(touched(call))
     return None
+
+
+def undo_beside(replaced: Sequence[Call]) -> Callable[[Call], Undo | None]:
+    """`undo` for a run whose calls `replaced` replace what stood before it (a scalable target
+    or scaling policy the plan read): those stay, named, as a write does."""
+
+    def rule(call: Call) -> Undo | None:
+        return Undo(touched(call)) if call in replaced else undo(call)
+
+    return rule

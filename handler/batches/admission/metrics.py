@@ -32,3 +32,11 @@ THROTTLED = Counter(
     "vllm_sagemaker:batch_throttled",
     "Batch-marked invocations answered 429 with Retry-After.",
 )
+LINES_DONE = Counter(
+    "vllm_sagemaker:batch_lines_done",
+    "Server-side batch lines answered (their result written), successes and errors alike.",
+)
+BATCH_RUNS = Gauge(
+    "vllm_sagemaker:batch_runs",
+    "Batches (with the S3 store, chunks of one) whose lines this process is running now.",
+)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from vllm_sagemaker.handler.batches.admission import metrics
 from vllm_sagemaker.handler.batches.store.usage import add_usage, zero_usage
 from vllm_sagemaker.handler.core.batch_lines import Outcome, repair
 
@@ -66,6 +67,7 @@ class Results:
         """Append one finished line: a success to the output, anything else to the errors."""
         self._files[result.succeeded].write(line + b"\n")
         self._count(result)
+        metrics.LINES_DONE.inc()
 
     def sync(self) -> None:
         for sink in self._files.values():

@@ -19,6 +19,7 @@ writing anything more: the batch stays as it is and resumes from its results fil
 import asyncio
 import time
 
+from vllm_sagemaker.handler.batches.admission import metrics
 from vllm_sagemaker.handler.batches.running.claim import HeldClaim
 from vllm_sagemaker.handler.batches.running.context import (
     RunEnded,
@@ -82,10 +83,11 @@ class BatchRun:
             priority=self.runtime.settings.priority,
         )
         try:
-            async with asyncio.TaskGroup() as group:
-                watcher = group.create_task(self.watch(results, stop))
-                await self.lines.feed(group, context, results)
-                watcher.cancel()
+            with metrics.BATCH_RUNS.track_inprogress():
+                async with asyncio.TaskGroup() as group:
+                    watcher = group.create_task(self.watch(results, stop))
+                    await self.lines.feed(group, context, results)
+                    watcher.cancel()
             await self.writer.finish_run(results, stop)
         finally:
             results.close()

@@ -86,6 +86,22 @@ PREFIX_SOURCE = model_plan.ModelSource(model_prefix="s3://m/llama/")
             True,
             ["Environment is {'SM_VLLM_MAX_MODEL_LEN': '4096'}, not {}"],
         ),
+        # What `deploy endpoint` adds to name its metrics' endpoint is not the model.
+        (
+            {
+                "Environment": {
+                    "SAGEMAKER_METRICS_ENDPOINT_NAME": "chat",
+                    "SAGEMAKER_METRICS_VARIANT_NAME": "AllTraffic",
+                }
+            },
+            True,
+            [],
+        ),
+        (
+            {"Environment": {"SAGEMAKER_METRICS": "cloudwatch"}},
+            True,
+            ["Environment is {'SAGEMAKER_METRICS': 'cloudwatch'}, not {}"],
+        ),
         (
             {"ExecutionRoleArn": "arn:aws:iam::1:role/Other"},
             True,

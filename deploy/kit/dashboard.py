@@ -1,0 +1,73 @@
+"""`deploy dashboard`: write the CloudWatch dashboard NAME for the endpoint NAME
+(`deploy.kit.plans.dashboard`), one PutDashboard, which replaces a dashboard of that name.
+
+It reads the endpoint, its config and its model first: the variant, and the namespace and
+dimensions the container's EMF documents carry (its environment). A dry run that cannot read
+them assumes the kit's variant and the container's defaults, and says so.
+"""
+
+import argparse
+from typing import Any
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.region import run_region
+from vllm_sagemaker.deploy.base.run import execute
+from vllm_sagemaker.deploy.base.say import stopped
+from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit.plans.dashboard import dashboard_body, dashboard_call
+from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT
+
+
+def container_of(reads: Reads, name: str) -> tuple[str, dict[str, str]] | None:
+    """The endpoint's first variant and its model's environment; None when there is no endpoint
+    `name` (or, in a dry run that cannot read it, an assumption is recorded and both default)."""
+    assumed = len(reads.assumed)
+    endpoint = reads.describe(
+        Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}),
+        f"the plan assumes endpoint {name} exists with the kit's variant {VARIANT} and the "
+        "container's default metric settings",
+    )
+    if len(reads.assumed) > assumed:
+        return VARIANT, {}
+    if endpoint is None:
+        return None
+    config = reads.describe(
+        Call(
+            "sagemaker",
+            "DescribeEndpointConfig",
+            {"EndpointConfigName": endpoint["EndpointConfigName"]},
+        )
+    )
+    variants: list[dict[str, Any]] = (config or {}).get("ProductionVariants") or [{}]
+    first = variants[0]
+    model = (
+        reads.describe(Call("sagemaker", "DescribeModel", {"ModelName": first["ModelName"]}))
+        if "ModelName" in first
+        else None
+    )
+    env = ((model or {}).get("PrimaryContainer") or {}).get("Environment") or {}
+    return first.get("VariantName", VARIANT), dict(env)
+
+
+def main(args: argparse.Namespace) -> int:
+    reads = Reads(args.dry_run)
+    found = container_of(reads, args.name)
+    region = run_region() or "<region>"
+    if found is None:
+        raise stopped(
+            f"no endpoint named {args.name} in {region}: the dashboard draws an endpoint's "
+            "metrics; deploy it first (`vllm-sagemaker deploy endpoint`)"
+        )
+    variant, env = found
+    call = dashboard_call(args.name, dashboard_body(region, args.name, variant, env))
+    answers = execute([call], args.dry_run, reads.assumed)
+    for answer in answers:
+        for message in answer.get("DashboardValidationMessages", []):
+            say(f"warning: CloudWatch: {message.get('Message', message)}")
+    if not args.dry_run:
+        say(
+            f"dashboard {args.name}: https://{region}.console.aws.amazon.com/cloudwatch/home"
+            f"?region={region}#dashboards/dashboard/{args.name}"
+        )
+    return 0

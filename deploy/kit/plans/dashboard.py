@@ -1,0 +1,128 @@
+"""`deploy dashboard`'s call: a CloudWatch dashboard for one endpoint's variant, SageMaker's metrics
+of it (AWS/SageMaker, and its instances' under /aws/sagemaker/Endpoints) beside the container's
+own (the EMF documents of `handler.core.cloudwatch`), as one PutDashboard.
+
+The body is a pure function of the endpoint, its variant, the region and the container's
+environment (which names the namespace and dimensions its EMF documents carry).
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.kit.plans.scaling import emf_source
+from vllm_sagemaker.handler.core import cloudwatch
+
+# SageMaker's endpoint metrics (dimensions EndpointName and VariantName), with their units.
+PLATFORM = "AWS/SageMaker"
+PLATFORM_METRICS = {
+    "Invocations": "None",
+    "Invocation4XXErrors": "None",
+    "Invocation5XXErrors": "None",
+    "ModelLatency": "Microseconds",
+    "ConcurrentRequestsPerModel": "None",
+}
+# Its instances' metrics (the same dimensions), in percent: each instance reports once a minute,
+# so a minute's sample count of CPUUtilization is the variant's instance count.
+INSTANCES = "/aws/sagemaker/Endpoints"
+INSTANCE_METRICS = {
+    "CPUUtilization": "Percent",
+    "MemoryUtilization": "Percent",
+    "GPUUtilization": "Percent",
+    "GPUMemoryUtilization": "Percent",
+}
+PERCENTILES = ("p50", "p95", "p99")
+PERIOD_S = 60
+_WIDTH, _HEIGHT, _COLUMNS = 12, 6, 2
+
+
+def _metric(
+    namespace: str, name: str, dimensions: Sequence[Mapping[str, str]], stat: str, label: str
+) -> list[Any]:
+    """One line of a widget: CloudWatch's [namespace, name, dimension, value, ..., options]."""
+    pairs = [part for dimension in dimensions for part in (dimension["Name"], dimension["Value"])]
+    return [namespace, name, *pairs, {"stat": stat, "label": label}]
+
+
+def dashboard_body(
+    region: str, endpoint: str, variant: str, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """The dashboard of `endpoint`'s `variant` in `region`; `env` is its container's environment."""
+    platform = [
+        {"Name": cloudwatch.ENDPOINT_DIMENSION, "Value": endpoint},
+        {"Name": cloudwatch.VARIANT_DIMENSION, "Value": variant},
+    ]
+    namespace, ours = emf_source(env)
+
+    def aws(name: str, stat: str, label: str | None = None) -> list[Any]:
+        return _metric(PLATFORM, name, platform, stat, label or f"{name} {stat}")
+
+    def instance(name: str, stat: str, label: str | None = None) -> list[Any]:
+        return _metric(INSTANCES, name, platform, stat, label or f"{name} {stat}")
+
+    def own(name: str, stat: str, label: str | None = None) -> list[Any]:
+        return _metric(namespace, name, ours, stat, label or f"{name} {stat}")
+
+    def percentiles(line: Any, name: str) -> list[list[Any]]:
+        return [line(name, stat) for stat in PERCENTILES]
+
+    widgets = [
+        (
+            "Invocations (sum a minute)",
+            [aws(name, "Sum") for name in PLATFORM_METRICS if name.startswith("Invocation")],
+        ),
+        ("Instances", [instance("CPUUtilization", "SampleCount", "instances")]),
+        ("Model latency (microseconds)", percentiles(aws, "ModelLatency")),
+        ("Time to first token (ms)", percentiles(own, cloudwatch.TIME_TO_FIRST_TOKEN)),
+        ("End-to-end latency (ms)", percentiles(own, cloudwatch.END_TO_END_LATENCY)),
+        (
+            "Requests per instance",
+            [
+                own(cloudwatch.REQUESTS_RUNNING, "Average", "running"),
+                own(cloudwatch.REQUESTS_WAITING, "Average", "waiting"),
+                aws("ConcurrentRequestsPerModel", "Average", "in the container (SageMaker)"),
+            ],
+        ),
+        (
+            "KV cache use (%)",
+            [
+                own(cloudwatch.KV_CACHE_USAGE, "Average", "average"),
+                own(cloudwatch.KV_CACHE_USAGE, "Maximum", "most"),
+            ],
+        ),
+        (
+            "Tokens per second per instance",
+            [
+                own(cloudwatch.PROMPT_TOKENS_PER_SECOND, "Average", "prompt"),
+                own(cloudwatch.GENERATION_TOKENS_PER_SECOND, "Average", "generated"),
+            ],
+        ),
+        ("CPU and GPU use (%)", [instance(name, "Average") for name in INSTANCE_METRICS]),
+    ]
+    return {
+        "widgets": [
+            {
+                "type": "metric",
+                "x": _WIDTH * (index % _COLUMNS),
+                "y": _HEIGHT * (index // _COLUMNS),
+                "width": _WIDTH,
+                "height": _HEIGHT,
+                "properties": {
+                    "title": title,
+                    "region": region,
+                    "view": "timeSeries",
+                    "stacked": False,
+                    "period": PERIOD_S,
+                    "metrics": lines,
+                },
+            }
+            for index, (title, lines) in enumerate(widgets)
+        ]
+    }
+
+
+def dashboard_call(name: str, body: Mapping[str, Any]) -> Call:
+    return Call(
+        "cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": json.dumps(body)}
+    )

@@ -1,0 +1,260 @@
+"""`deploy endpoint --autoscale`'s calls and `deploy delete`'s of them: Application Auto Scaling
+on the endpoint's variant (its desired instance count between MIN and MAX) with one
+target-tracking policy, on SageMaker's high-resolution concurrency metric or on the container's
+own queue (`handler.core.cloudwatch`'s RequestsWaiting, which the EMF documents carry).
+
+Pure rules: the options' checks, the container's metric settings, the calls, and which standing
+targets and policies are an endpoint's (`endpoint/NAME/variant/...` exactly, never another's).
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.handler.core import cloudwatch
+
+if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
+    from vllm_sagemaker.deploy.base.reads import Reads
+
+SERVICE = "application-autoscaling"
+NAMESPACE = "sagemaker"
+DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+# The one policy the kit puts on a variant: a later --autoscale replaces it (PutScalingPolicy
+# replaces a policy of the same name); a policy of another name is the user's and stays.
+POLICY = "vllm-sagemaker-target-tracking"
+# The variant the kit's endpoints have, and the one a container started by hand reports.
+VARIANT = cloudwatch.DEFAULT_VARIANT
+
+CONCURRENCY = "concurrency"
+WAITING = "waiting"
+SCALE_ON = (CONCURRENCY, WAITING)
+# What each policy keeps its metric at, on average over the variant's instances, unless --target:
+# concurrent requests per instance (vLLM batches them: a GPU serves dozens at once), and requests
+# waiting in vLLM's queue per instance (a few: more means the engine is full).
+DEFAULT_TARGETS = {CONCURRENCY: 32.0, WAITING: 5.0}
+# SageMaker's metric of the requests in its model containers, every 10 s (AWS/SageMaker's
+# ConcurrentRequestsPerModel), as target tracking names it.
+CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+
+_RANGE = re.compile(r"(\d+):(\d+)")
+
+
+@dataclass(frozen=True)
+class Scaling:
+    least: int
+    most: int
+    scale_on: str = CONCURRENCY
+    target: float | None = None
+
+    @property
+    def target_value(self) -> float:
+        return DEFAULT_TARGETS[self.scale_on] if self.target is None else self.target
+
+
+def parsed_range(value: str) -> tuple[int, int] | None:
+    """`MIN:MAX` as two numbers; None when it is not that."""
+    match = _RANGE.fullmatch(value.strip())
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def autoscale_problem(value: str) -> str | None:
+    """Why `--autoscale VALUE` is refused: not MIN:MAX, MIN under 1, MIN over MAX."""
+    found = parsed_range(value)
+    if found is None:
+        return f"--autoscale {value!r}: give MIN:MAX, the fewest and most instances, as 1:4"
+    least, most = found
+    if least < 1:
+        return f"--autoscale {value}: an endpoint keeps at least 1 instance: give MIN 1 or more"
+    if least > most:
+        return f"--autoscale {value}: MIN {least} is more than MAX {most}"
+    return None
+
+
+def scaling_problem(
+    autoscale: str | None, scale_on: str | None, target: float | None, no_wait: bool
+) -> str | None:
+    """What `deploy endpoint`'s scaling options cannot do together (the range: `autoscale_problem`;
+    the target's sign: `checks.positive_problem`)."""
+    if autoscale is None:
+        if scale_on is not None or target is not None:
+            return "--scale-on and --target set --autoscale's policy: give --autoscale MIN:MAX too"
+        return None
+    if no_wait:
+        return (
+            "--autoscale: the variant is registered once the endpoint is InService; leave out "
+            "--no-wait"
+        )
+    return None
+
+
+def waiting_env_problem(scale_on: str | None, env: Mapping[str, str]) -> str | None:
+    """`--scale-on waiting` needs the container's EMF documents: an --env that turns them off."""
+    value = env.get(cloudwatch.METRICS_VARIABLE)
+    if scale_on != WAITING or value is None or _setting(env, cloudwatch.METRICS_VARIABLE, ""):
+        return None  # unset: the kit turns it on; another value: `serve`'s rule refuses it
+    return (
+        f"--scale-on {WAITING} scales on the container's {cloudwatch.REQUESTS_WAITING} metric, "
+        f"which needs {cloudwatch.METRICS_VARIABLE}={cloudwatch.METRICS_ON}, not {value!r}: "
+        f"leave {cloudwatch.METRICS_VARIABLE} out of --env"
+    )
+
+
+def metrics_env(env: Mapping[str, str], name: str, scaling: Scaling | None) -> dict[str, str]:
+    """The container's environment for endpoint `name`: the dimensions its EMF documents carry
+    (the endpoint and variant, unless --env names them), and EMF on to scale on its queue."""
+    result = dict(env)
+    result.setdefault(cloudwatch.ENDPOINT_VARIABLE, name)
+    result.setdefault(cloudwatch.VARIANT_VARIABLE, VARIANT)
+    if scaling is not None and scaling.scale_on == WAITING:
+        result.setdefault(cloudwatch.METRICS_VARIABLE, cloudwatch.METRICS_ON)
+    return result
+
+
+def resource_id(endpoint: str, variant: str = VARIANT) -> str:
+    return f"endpoint/{endpoint}/variant/{variant}"
+
+
+def _target(endpoint: str) -> dict[str, str]:
+    return {
+        "ServiceNamespace": NAMESPACE,
+        "ResourceId": resource_id(endpoint),
+        "ScalableDimension": DIMENSION,
+    }
+
+
+def _setting(env: Mapping[str, str], name: str, default: str) -> str:
+    """A metrics variable as `serve` reads it (`handler.core.metrics_settings`): stripped, and
+    empty as unset."""
+    return env.get(name, "").strip() or default
+
+
+def emf_source(env: Mapping[str, str]) -> tuple[str, list[dict[str, str]]]:
+    """The namespace and dimensions of the EMF documents a container writes, from its environment
+    (`metrics_env`; a variable it lacks: the container's default, as `serve` takes it)."""
+    return _setting(env, cloudwatch.NAMESPACE_VARIABLE, cloudwatch.DEFAULT_NAMESPACE), [
+        {
+            "Name": cloudwatch.ENDPOINT_DIMENSION,
+            "Value": _setting(env, cloudwatch.ENDPOINT_VARIABLE, cloudwatch.DEFAULT_ENDPOINT),
+        },
+        {
+            "Name": cloudwatch.VARIANT_DIMENSION,
+            "Value": _setting(env, cloudwatch.VARIANT_VARIABLE, VARIANT),
+        },
+    ]
+
+
+def queue_metric(env: Mapping[str, str]) -> dict[str, Any]:
+    """The container's RequestsWaiting as its EMF documents name it, averaged over the variant's
+    instances."""
+    namespace, dimensions = emf_source(env)
+    return {
+        "MetricName": cloudwatch.REQUESTS_WAITING,
+        "Namespace": namespace,
+        "Dimensions": dimensions,
+        "Statistic": "Average",
+        "Unit": cloudwatch.UNITS[cloudwatch.REQUESTS_WAITING],
+    }
+
+
+def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> list[Call]:
+    """RegisterScalableTarget (MIN to MAX instances) and PutScalingPolicy (target tracking) for
+    the endpoint's variant; `env` is the container's (`metrics_env`)."""
+    tracking: dict[str, Any] = {"TargetValue": scaling.target_value}
+    if scaling.scale_on == CONCURRENCY:
+        tracking["PredefinedMetricSpecification"] = {"PredefinedMetricType": CONCURRENCY_METRIC}
+    else:
+        tracking["CustomizedMetricSpecification"] = queue_metric(env)
+    return [
+        Call(
+            SERVICE,
+            "RegisterScalableTarget",
+            {**_target(endpoint), "MinCapacity": scaling.least, "MaxCapacity": scaling.most},
+        ),
+        Call(
+            SERVICE,
+            "PutScalingPolicy",
+            {
+                "PolicyName": POLICY,
+                **_target(endpoint),
+                "PolicyType": "TargetTrackingScaling",
+                "TargetTrackingScalingPolicyConfiguration": tracking,
+            },
+        ),
+    ]
+
+
+def is_endpoints(endpoint: str, standing: Mapping[str, Any]) -> bool:
+    """Whether a scalable target or policy Application Auto Scaling holds is one of `endpoint`'s
+    variants' (`endpoint/chat/variant/...`; never `endpoint/chat-prod/...`)."""
+    return (
+        standing.get("ServiceNamespace") == NAMESPACE
+        and standing.get("ScalableDimension") == DIMENSION
+        and str(standing.get("ResourceId", "")).startswith(f"endpoint/{endpoint}/variant/")
+    )
+
+
+def policy_deletion(policy: Mapping[str, Any]) -> Call:
+    """DeleteScalingPolicy of a policy (as read, or as PutScalingPolicy made it)."""
+    keys = ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")
+    return Call(SERVICE, "DeleteScalingPolicy", {key: policy[key] for key in keys})
+
+
+def deregistration(target: Mapping[str, Any]) -> Call:
+    """DeregisterScalableTarget of a target (as read, or as RegisterScalableTarget made it)."""
+    keys = ("ServiceNamespace", "ResourceId", "ScalableDimension")
+    return Call(SERVICE, "DeregisterScalableTarget", {key: target[key] for key in keys})
+
+
+def scaling_deletions(
+    endpoint: str, targets: Sequence[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]
+) -> list[Call]:
+    """DeleteScalingPolicy for each of `endpoint`'s policies, then DeregisterScalableTarget for
+    each of its targets: what `deploy delete` removes before the endpoint (anything of another
+    endpoint in what was read is left alone)."""
+    return [
+        *(policy_deletion(policy) for policy in policies if is_endpoints(endpoint, policy)),
+        *(deregistration(target) for target in targets if is_endpoints(endpoint, target)),
+    ]
+
+
+def standing(reads: "Reads", endpoint: str) -> tuple[list[Any], list[Any]]:
+    """The scalable targets of `endpoint`'s variants and their scaling policies, as read."""
+    targets = [
+        target
+        for target in reads.items(
+            SERVICE, "DescribeScalableTargets", "ScalableTargets", ServiceNamespace=NAMESPACE
+        )
+        if is_endpoints(endpoint, target)
+    ]
+    policies = [
+        policy
+        for target in targets
+        for policy in reads.items(
+            SERVICE,
+            "DescribeScalingPolicies",
+            "ScalingPolicies",
+            ServiceNamespace=NAMESPACE,
+            ResourceId=target["ResourceId"],
+            ScalableDimension=DIMENSION,
+        )
+        if policy.get("ResourceId") == target["ResourceId"]
+    ]
+    return targets, policies
+
+
+def replaced(
+    calls: Sequence[Call],
+    targets: Sequence[Mapping[str, Any]],
+    policies: Sequence[Mapping[str, Any]],
+) -> list[Call]:
+    """Which of `scaling_calls`' calls replace what stood before the run (a target or a policy of
+    that name): a failed run leaves them, as it leaves a write (`plans.rollback`)."""
+
+    def held(call: Call) -> bool:
+        standing = policies if "PolicyName" in call.params else targets
+        keys = ("PolicyName", "ResourceId") if "PolicyName" in call.params else ("ResourceId",)
+        return any(all(s.get(k) == call.params[k] for k in keys) for s in standing)
+
+    return [call for call in calls if held(call)]

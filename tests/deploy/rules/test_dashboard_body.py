@@ -1,0 +1,70 @@
+"""`deploy dashboard`'s body: every widget draws metrics that exist (the container's, in
+`handler.core.cloudwatch`'s table, or SageMaker's own), of this endpoint only, with the
+percentiles of the latencies, in the namespace and dimensions the container's environment
+gives its EMF documents."""
+
+import json
+from typing import Any
+
+import pytest
+
+from vllm_sagemaker.deploy.kit.plans import dashboard
+from vllm_sagemaker.handler.core import cloudwatch
+
+
+def _lines(body: dict[str, Any]) -> list[list[Any]]:
+    return [line for widget in body["widgets"] for line in widget["properties"]["metrics"]]
+
+
+@pytest.mark.parametrize(
+    ("env", "namespace", "reported"),
+    [
+        ({}, cloudwatch.DEFAULT_NAMESPACE, cloudwatch.DEFAULT_ENDPOINT),
+        (
+            {cloudwatch.NAMESPACE_VARIABLE: "Team/LLM", cloudwatch.ENDPOINT_VARIABLE: "chat"},
+            "Team/LLM",
+            "chat",
+        ),
+    ],
+)
+def test_every_metric_exists_and_names_the_endpoint(
+    env: dict[str, str], namespace: str, reported: str
+) -> None:
+    body = dashboard.dashboard_body("eu-west-1", "chat", "AllTraffic", env)
+    assert json.loads(json.dumps(body)) == body
+    known = {
+        dashboard.PLATFORM: dashboard.PLATFORM_METRICS,
+        dashboard.INSTANCES: dashboard.INSTANCE_METRICS,
+        namespace: cloudwatch.UNITS,
+    }
+    for widget in body["widgets"]:
+        properties = widget["properties"]
+        assert widget["type"] == "metric" and properties["region"] == "eu-west-1"
+        assert properties["metrics"], properties["title"]
+    for line in _lines(body):
+        space, name, *pairs, options = line
+        assert name in known[space], line
+        dimensions = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        endpoint = reported if space == namespace else "chat"
+        assert dimensions == {"EndpointName": endpoint, "VariantName": "AllTraffic"}, line
+        assert options["stat"] and options["label"]
+    drawn = {(line[0], line[1], line[-1]["stat"]) for line in _lines(body)}
+    for name in (cloudwatch.TIME_TO_FIRST_TOKEN, cloudwatch.END_TO_END_LATENCY):
+        assert {(namespace, name, p) for p in ("p50", "p95", "p99")} <= drawn
+    assert {(dashboard.PLATFORM, "ModelLatency", p) for p in ("p50", "p95", "p99")} <= drawn
+    ours = {line[1] for line in _lines(body) if line[0] == namespace}
+    assert {
+        cloudwatch.REQUESTS_RUNNING,
+        cloudwatch.REQUESTS_WAITING,
+        cloudwatch.KV_CACHE_USAGE,
+        cloudwatch.PROMPT_TOKENS_PER_SECOND,
+        cloudwatch.GENERATION_TOKENS_PER_SECOND,
+    } <= ours
+    assert (dashboard.INSTANCES, "CPUUtilization", "SampleCount") in drawn  # instances
+
+
+def test_widgets_do_not_overlap() -> None:
+    body = dashboard.dashboard_body("us-east-1", "chat", "AllTraffic", {})
+    cells = [(w["x"], w["y"]) for w in body["widgets"]]
+    assert len(set(cells)) == len(cells)
+    assert all(w["x"] + w["width"] <= 24 for w in body["widgets"])
