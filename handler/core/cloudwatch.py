@@ -34,7 +34,7 @@ PROMPT_TOKENS_PER_SECOND: Final = "PromptTokensPerSecond"
 GENERATION_TOKENS_PER_SECOND: Final = "GenerationTokensPerSecond"
 BATCH_LINES_DONE: Final = "BatchLinesDone"
 BATCHES_IN_PROGRESS: Final = "BatchesInProgress"
-LIVE_THROTTLED: Final = "LiveRequestsThrottled"
+BATCH_THROTTLED: Final = "BatchRequestsThrottled"
 BATCH_PREEMPTED: Final = "BatchLinesPreempted"
 ENGINE_RESTARTS: Final = "EngineRestarts"
 
@@ -48,7 +48,7 @@ UNITS: Final = {
     GENERATION_TOKENS_PER_SECOND: "Count/Second",
     BATCH_LINES_DONE: "Count",
     BATCHES_IN_PROGRESS: "Count",
-    LIVE_THROTTLED: "Count",
+    BATCH_THROTTLED: "Count",
     BATCH_PREEMPTED: "Count",
     ENGINE_RESTARTS: "Count",
 }

@@ -72,7 +72,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(cloudwatch.GENERATION_TOKENS_PER_SECOND, "vllm:generation_tokens_total", How.RATE),
     Metric(cloudwatch.BATCH_LINES_DONE, "vllm_sagemaker:batch_lines_done_total", How.COUNT),
     Metric(cloudwatch.BATCHES_IN_PROGRESS, "vllm_sagemaker:batch_runs", How.SUM),
-    Metric(cloudwatch.LIVE_THROTTLED, "vllm_sagemaker:batch_throttled_total", How.COUNT),
+    Metric(cloudwatch.BATCH_THROTTLED, "vllm_sagemaker:batch_throttled_total", How.COUNT),
     Metric(cloudwatch.BATCH_PREEMPTED, "vllm_sagemaker:batch_preemptions_total", How.COUNT),
     Metric(cloudwatch.ENGINE_RESTARTS, "vllm_sagemaker:server_restarts", How.MAX),
 )
