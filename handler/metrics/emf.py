@@ -2,7 +2,8 @@
 one's) to one CloudWatch Embedded Metric Format (EMF) document: a JSON object whose `_aws` says
 which of its keys are metrics, under which namespace and dimensions, and in what unit.
 
-- Gauges (requests running and waiting, KV cache use, batch runs, restarts) go out as they stand.
+- Gauges (requests running and waiting, KV cache use, batch runs, restarts) go out as they stand;
+  vLLM's engine gauges as 0 before the engine's first report.
 - Counters go out as what they added over the interval: a count, or a count per second.
 - Latency histograms go out in EMF's histogram form (Values and Counts, with Max, Min, Count
   and Sum), from what each bucket added over the interval, so CloudWatch computes their
@@ -58,14 +59,18 @@ class Metric:
     sample: str
     how: How
     scale: float = 1.0
+    # A gauge's value while the server has no sample of it: vLLM's engine gauges have none
+    # until the engine's first report when several API-server processes share the registry
+    # (nothing runs, nothing waits, no KV cache is used then). None: left out.
+    idle: float | None = None
 
 
 # The metrics, from vLLM's Prometheus samples and ours. KV cache use is the fullest engine's
 # (vLLM publishes a share of 1 per engine); every process holds the same restart count.
 METRICS: tuple[Metric, ...] = (
-    Metric(cloudwatch.REQUESTS_RUNNING, "vllm:num_requests_running", How.SUM),
-    Metric(cloudwatch.REQUESTS_WAITING, "vllm:num_requests_waiting", How.SUM),
-    Metric(cloudwatch.KV_CACHE_USAGE, "vllm:kv_cache_usage_perc", How.MAX, 100.0),
+    Metric(cloudwatch.REQUESTS_RUNNING, "vllm:num_requests_running", How.SUM, idle=0.0),
+    Metric(cloudwatch.REQUESTS_WAITING, "vllm:num_requests_waiting", How.SUM, idle=0.0),
+    Metric(cloudwatch.KV_CACHE_USAGE, "vllm:kv_cache_usage_perc", How.MAX, 100.0, 0.0),
     Metric(cloudwatch.TIME_TO_FIRST_TOKEN, "vllm:time_to_first_token_seconds", How.LATENCY),
     Metric(cloudwatch.END_TO_END_LATENCY, "vllm:e2e_request_latency_seconds", How.LATENCY),
     Metric(cloudwatch.PROMPT_TOKENS_PER_SECOND, "vllm:prompt_tokens_total", How.RATE),
@@ -87,15 +92,15 @@ Value = float | dict[str, Any]
 
 
 def value(metric: Metric, previous: Snapshot, current: Snapshot) -> Value | None:
-    """The metric's value over the interval; None when the server does not have it (or, for a
-    latency, when no request finished)."""
+    """The metric's value over the interval; None when the server does not have it (a gauge
+    without a sample yet: its `idle` value), or, for a latency, when no request finished."""
     if metric.how is How.LATENCY:
         now = current.buckets.get(metric.sample)
         return None if now is None else values_counts(previous.buckets.get(metric.sample, {}), now)
     if metric.how is How.SUM or metric.how is How.MAX:
         values = current.series.get(metric.sample)
         if not values:
-            return None
+            return metric.idle
         return (math.fsum(values) if metric.how is How.SUM else max(values)) * metric.scale
     added = _added(previous.total(metric.sample), current.total(metric.sample))
     if added is None or metric.how is How.COUNT:

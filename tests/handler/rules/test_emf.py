@@ -124,6 +124,8 @@ def metrics_of(document: dict[str, Any]) -> dict[str, Any]:
                 {TTFT: {0.1: 3.0, INF: 3.0}},
             ),
             {
+                "RequestsRunning": 0.0,
+                "RequestsWaiting": 0.0,
                 "KVCacheUsage": 75.0,
                 "TimeToFirstToken": {
                     "Values": [100.0],
@@ -135,15 +137,26 @@ def metrics_of(document: dict[str, Any]) -> dict[str, Any]:
                 },
                 "GenerationTokensPerSecond": 20.0,
             },
-            id="counters that went down started again; the fullest engine's cache; no batches",
+            id="counters that went down started again; the fullest engine's cache; no batches; "
+            "engine gauges without a sample are idle",
         ),
         pytest.param(
             emf.Snapshot(BUSY.at_s),
             emf.Snapshot(BUSY.at_s, {"vllm:prompt_tokens_total": [9.0]}),
-            {"PromptTokensPerSecond": 0.0},
-            id="no time passed: no rate",
+            {
+                "RequestsRunning": 0.0,
+                "RequestsWaiting": 0.0,
+                "KVCacheUsage": 0.0,
+                "PromptTokensPerSecond": 0.0,
+            },
+            id="no time passed: no rate; before the engine's first report, its gauges are idle",
         ),
-        pytest.param(emf.Snapshot(IDLE.at_s), emf.Snapshot(BUSY.at_s), {}, id="an empty registry"),
+        pytest.param(
+            emf.Snapshot(IDLE.at_s),
+            emf.Snapshot(BUSY.at_s),
+            {"RequestsRunning": 0.0, "RequestsWaiting": 0.0, "KVCacheUsage": 0.0},
+            id="an empty registry: only the engine's gauges, idle",
+        ),
     ],
 )
 def test_a_document_from_two_snapshots(
