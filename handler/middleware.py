@@ -12,6 +12,7 @@ bodies over the payload limit get 413, and everything else goes to vLLM untouche
 """
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from vllm import envs as vllm_envs
 
 from vllm_sagemaker.handler.batches.admission import rules as admission
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
@@ -104,6 +105,10 @@ class SageMakerMiddleware:
 
         async def on_send(message: Message) -> None:
             if message["type"] == "lifespan.startup.complete":
+                # vLLM caches its settings once its engine processes are up; its API server
+                # reads os.environ again for every output of every request (3-5 % of its CPU
+                # under a batch, benchmarks/engine_speed.py): once up, it caches them too.
+                vllm_envs.enable_envs_cache()
                 self.custom = custom_code.replaced()
                 custom_code.log(self.custom)
                 self.stops.watch()
