@@ -9,7 +9,8 @@ as fast as `vllm.LLM`, above: faster).
    state, the batch from `in_progress` to `completed` against the engine call alone.
 3. A Batch Transform job through a running container (`vllm-sagemaker transform`, MultiRecord,
    6 MB mini-batches) against `LLM.generate` (`LLM.embed`) on the same prompts: the job
-   against the engine call alone.
+   against the engine call alone, and the job's invocations as the server logged them (what a
+   SageMaker job spends in the container, without our local runner's own start).
 
 Beside each: the engine's counters over the run (`steps`, and the prompt and generated tokens
 it ran per step: a queue that runs dry shows as more steps with fewer tokens each) and the CPU
@@ -26,6 +27,7 @@ container alike), e.g. `SAGEMAKER_BATCH_YIELD=false` to see what the batch windo
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -46,6 +48,7 @@ SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "
 VLLM_SAGEMAKER = str(Path(sys.executable).with_name("vllm-sagemaker"))
 ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 OFFLINE = [sys.executable, "-m", "benchmarks.offline_engine"]
+INVOCATION_MS = re.compile(r"^.*\binvocation id=.* ms=([0-9.]+)$", re.MULTILINE)
 
 
 @dataclass
@@ -204,8 +207,18 @@ def batches_api(server: servers.Server, source: Path, endpoint: str, lines: int)
     return seconds
 
 
-def transform(server: servers.Server, records: Path, output: Path, count: int) -> float:
-    """A MultiRecord Batch Transform job of `records` through the running container."""
+def invocation_seconds(log: str) -> float:
+    """The seconds of the invocations a server logged (`invocation ... ms=N`), added up: the
+    job's time in the container, without the transform process around it."""
+    return sum(float(ms) for ms in INVOCATION_MS.findall(log)) / 1000
+
+
+def transform(
+    server: servers.Server, records: Path, output: Path, count: int, served: list[float]
+) -> float:
+    """A MultiRecord Batch Transform job of `records` through the running container: the job's
+    seconds (the `transform` process's whole run); its invocations' seconds go to `served`."""
+    logged = server.log_path.stat().st_size
     started = time.perf_counter()
     subprocess.run(
         [VLLM_SAGEMAKER, "transform", "--endpoint", server.url, "--input", str(records.parent),
@@ -216,6 +229,9 @@ def transform(server: servers.Server, records: Path, output: Path, count: int) -
     seconds = time.perf_counter() - started
     answers = [json.loads(line) for line in (output / "in.jsonl.out").open()]
     assert len(answers) == count and all("error" not in a for a in answers), answers[:2]
+    with server.log_path.open(errors="replace") as log:
+        log.seek(logged)
+        served.append(invocation_seconds(log.read()))
     return seconds
 
 
@@ -280,14 +296,19 @@ def bench_kind(kind: str, root: Path, model: Path, args: argparse.Namespace) -> 
             if "transform" not in args.paths:
                 return
             targets = {"chat": "generate", "embed": "embed"}
-            sides = abba(
+            served: list[float] = []
+            ours, theirs = abba(
                 lambda: measured_on(
                     server,
-                    lambda: transform(server, records, root / f"{kind}-t-out", args.records),
+                    lambda: transform(
+                        server, records, root / f"{kind}-t-out", args.records, served
+                    ),
                 ),
                 lambda: offline.run(targets[kind], records, out),
             )
-            print(row("transform (job vs engine call)", *sides, args.records), flush=True)
+            print(row("transform (job vs engine call)", ours, theirs, args.records))
+            inside = Side(served, ours.cpu_s, ours.counters)
+            print(row("  its /invocations in the server", inside, theirs, args.records))
     finally:
         offline.close()
 

@@ -6,7 +6,7 @@ a GPU count), so the rules can be read in one place and tested with a table of c
 
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.handler.core.config import API_KEY_VAR, api_keys
+from vllm_sagemaker.handler.core.config import API_KEY_VAR, BATCH_YIELD_VAR, api_keys
 from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
 from vllm_sagemaker.handler.core.environment import num_gpus, port
 from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX, becomes_flag, flag_name
@@ -177,7 +177,7 @@ def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:
     priority = flag_value([*given, *args], "--scheduling-policy") == "priority"
     if (
         priority
-        and flag(env, "SAGEMAKER_BATCH_YIELD", True)
+        and flag(env, BATCH_YIELD_VAR, True)
         and not _given("--scheduler-cls", given)
     ):
         args += ["--scheduler-cls", LIVE_FIRST_SCHEDULER]

@@ -29,6 +29,8 @@ API_KEY_VAR = "SM_VLLM_API_KEY"
 VLLM_API_KEY_VAR = "VLLM_API_KEY"
 # Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.
 ASYNC_MARKER = "SAGEMAKER_ASYNC_INFERENCE"
+# `false`: batch work keeps its whole window beside live traffic (no yielding, no API-server cap).
+BATCH_YIELD_VAR = "SAGEMAKER_BATCH_YIELD"
 REALTIME_PAYLOAD_MB = 6
 BATCH_PAYLOAD_MB = 100
 # SageMaker async inference: payloads up to 1 GB, invocations up to an hour.
@@ -114,7 +116,7 @@ class BatchApiSettings:
             max_inflight=positive_int(env, "SAGEMAKER_BATCH_MAX_INFLIGHT")
             or DEFAULT_BATCH_INFLIGHT,
             priority=batch_priority(env),
-            yields=flag(env, "SAGEMAKER_BATCH_YIELD", True),
+            yields=flag(env, BATCH_YIELD_VAR, True),
             live_slo_s=(slo / 1000)
             if (slo := positive_int(env, "SAGEMAKER_LIVE_LATENCY_SLO"))
             else None,

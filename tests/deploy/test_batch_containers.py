@@ -15,7 +15,7 @@ from tests.support.local_http import fronting
 from tests.support.servers import SERVE, Server
 from vllm_sagemaker.deploy.batch import local_engine
 from vllm_sagemaker.deploy.batch.minibatches import LINES_PER_REQUEST
-from vllm_sagemaker.handler.core.config import API_KEY_VAR
+from vllm_sagemaker.handler.core.config import API_KEY_VAR, BATCH_YIELD_VAR
 
 
 def rerank(custom_id: str) -> dict[str, Any]:
@@ -49,11 +49,13 @@ def test_a_keyed_container_answers_with_its_key(
 def test_the_engine_of_a_run_listens_on_localhost_with_its_key() -> None:
     """What `serve` would start for `--model` (its own dry run): vLLM binds 127.0.0.1 whatever
     the options say, and requires the run's key, which travels in environments only: it is in
-    neither `serve`'s command line nor vLLM's (any local user can read those), nor printed."""
+    neither `serve`'s command line nor vLLM's (any local user can read those), nor printed. With
+    no live traffic to serve, its batch window never yields."""
     key = local_engine.new_key()
     extra = ["--max-model-len", "128", "--host", "0.0.0.0"]
     args, env = local_engine.command(SERVE, "/models/m", extra, 8123, key)
     assert env[API_KEY_VAR] == key
+    assert env[BATCH_YIELD_VAR] == "false", "no live request reaches it: the window never yields"
     done = processes.run([*args, "--dry-run"], env=env, text=True)
     assert done.returncode == 0, done.stderr
     vllm = json.loads(done.stdout.splitlines()[0])

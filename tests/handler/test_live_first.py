@@ -23,12 +23,15 @@ import httpx
 import pytest
 
 from tests import ROOT
-from tests.handler.batches.test_batches_api import LONG_TOKENS, chat_line, client, submit
+from tests.handler.batches.test_batches_api import chat_line, client, submit
 from tests.support import model_factory, servers, waiting
 from vllm_sagemaker.handler.engine.live_first import holds_batch, reserve
 
 LIVE_ID = "live-probe"
 BATCH_LINES = 8
+# Tokens a batch line generates: as many as the tiny model's 4,096-token context leaves its
+# prompt, so the test has the whole batch (about 4,000 engine steps) to freeze the engine in.
+LINE_TOKENS = 4000
 # Scenarios tried before the test gives up on freezing the engine while batch work is in it.
 ATTEMPTS = 5
 
@@ -99,7 +102,7 @@ def live_beside_a_batch(
     is queued and the engine is let go. The batch's id, and the probe's note of the live
     request's arrival in the engine."""
     started = time.monotonic()
-    lines = [chat_line(f"r{i}", LONG_TOKENS, min_tokens=LONG_TOKENS) for i in range(BATCH_LINES)]
+    lines = [chat_line(f"r{i}", LINE_TOKENS, min_tokens=LINE_TOKENS) for i in range(BATCH_LINES)]
     batch = submit(client(server), lines)
     # The probe's own notes, not /metrics: a scrape took seconds on a busy machine, longer than
     # the whole batch.
