@@ -16,20 +16,21 @@ from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.dashboard import dashboard_body, dashboard_call
-from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT
+from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, metrics_env
 
 
 def container_of(reads: Reads, name: str) -> tuple[str, dict[str, str]] | None:
     """The endpoint's first variant and its model's environment; None when there is no endpoint
-    `name` (or, in a dry run that cannot read it, an assumption is recorded and both default)."""
+    `name` (or, in a dry run that cannot read it, an assumption is recorded: the variant and
+    the metric settings `deploy endpoint` gives a model)."""
     assumed = len(reads.assumed)
     endpoint = reads.describe(
         Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}),
-        f"the plan assumes endpoint {name} exists with the kit's variant {VARIANT} and the "
-        "container's default metric settings",
+        f"the plan assumes endpoint {name} exists as `deploy endpoint` makes it (variant "
+        f"{VARIANT}, its metrics under EndpointName {name})",
     )
     if len(reads.assumed) > assumed:
-        return VARIANT, {}
+        return VARIANT, metrics_env({}, name, None)
     if endpoint is None:
         return None
     config = reads.describe(
