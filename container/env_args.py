@@ -6,7 +6,12 @@ a GPU count), so the rules can be read in one place and tested with a table of c
 
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.handler.core.config import API_KEY_VAR, BATCH_YIELD_VAR, api_keys
+from vllm_sagemaker.handler.core.config import (
+    API_KEY_VAR,
+    BATCH_YIELD_VAR,
+    api_keys,
+    batch_api_on,
+)
 from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
 from vllm_sagemaker.handler.core.environment import num_gpus, port
 from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX, becomes_flag, flag_name
@@ -172,7 +177,7 @@ def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:
     batch work yields (SAGEMAKER_BATCH_YIELD), the live-first scheduler unless one was chosen:
     batch requests sit out the engine steps that prefill a live request."""
     args = []
-    if flag(env, "SAGEMAKER_BATCH_API", True) and not _given("--scheduling-policy", given):
+    if batch_api_on(env) and not _given("--scheduling-policy", given):
         args += ["--scheduling-policy", "priority"]
     priority = flag_value([*given, *args], "--scheduling-policy") == "priority"
     if (

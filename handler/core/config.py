@@ -29,18 +29,25 @@ API_KEY_VAR = "SM_VLLM_API_KEY"
 VLLM_API_KEY_VAR = "VLLM_API_KEY"
 # Set by `deploy endpoint --async-output`: SageMaker gives no signal of its own.
 ASYNC_MARKER = "SAGEMAKER_ASYNC_INFERENCE"
+# Set by `deploy endpoint --serverless`: SageMaker Serverless Inference gives the container no
+# sign of its own, and its limits (4 MB bodies, 60 s invocations) are stricter than an instance's.
+SERVERLESS_MARKER = "SAGEMAKER_SERVERLESS"
 # `false`: batch work keeps its whole window beside live traffic (no yielding, no API-server cap).
 BATCH_YIELD_VAR = "SAGEMAKER_BATCH_YIELD"
 REALTIME_PAYLOAD_MB = 6
 BATCH_PAYLOAD_MB = 100
 # SageMaker async inference: payloads up to 1 GB, invocations up to an hour.
 ASYNC_PAYLOAD_MB = 1024
+# SageMaker Serverless Inference: request and response bodies up to 4 MB, invocations up to 60 s.
+SERVERLESS_PAYLOAD_MB = 4
 MAX_JSON_DEPTH = 64
 DEFAULT_RECORDS_IN_FLIGHT = 1024
 # 90 % of SageMaker's default InvocationsTimeoutInSeconds (600 s).
 DEFAULT_MINI_BATCH_TIMEOUT_S = 540.0
 # An hour less a minute, so an async invocation answers before SageMaker's 3600 s limit.
 ASYNC_MINI_BATCH_TIMEOUT_S = 3540.0
+# 90 % of Serverless Inference's 60 s.
+SERVERLESS_MINI_BATCH_TIMEOUT_S = 54.0
 DEFAULT_SESSION_EXPIRATION_S = 1200
 DEFAULT_CONCURRENT_BATCHES = 2
 DEFAULT_BATCH_INFLIGHT = 512
@@ -74,7 +81,8 @@ class SessionSettings:
 
 @dataclass(frozen=True)
 class BatchApiSettings:
-    """The Files and Batches API: SAGEMAKER_BATCH_API (on unless `false`), its store
+    """The Files and Batches API: SAGEMAKER_BATCH_API (on unless `false`; off by default on
+    Serverless Inference, whose container keeps no disk and is reclaimed when idle), its store
     SAGEMAKER_BATCH_STORE, upload limits SAGEMAKER_BATCH_MAX_FILE_MB (any file, OpenAI's 512)
     and SAGEMAKER_BATCH_MAX_INPUT_MB (a batch input file, OpenAI's 200); how batches run:
     SAGEMAKER_MAX_CONCURRENT_BATCHES at once, SAGEMAKER_BATCH_MAX_INFLIGHT batch lines and
@@ -107,7 +115,7 @@ class BatchApiSettings:
             "batches",
         )
         return cls(
-            enabled=flag(env, "SAGEMAKER_BATCH_API", True),
+            enabled=batch_api_on(env),
             store=env.get("SAGEMAKER_BATCH_STORE") or default_store,
             max_file_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_FILE_MB") or 512) * MIB,
             max_batch_input_bytes=(positive_int(env, "SAGEMAKER_BATCH_MAX_INPUT_MB") or 200) * MIB,
@@ -148,21 +156,33 @@ class Config:
         env = os.environ if env is None else env
         batch = flag(env, "SAGEMAKER_BATCH", False)
         async_inference = flag(env, ASYNC_MARKER, False)
+        serverless = is_serverless(env)
         return cls(
             api_keys=api_keys(env),
-            max_payload_bytes=payload_limit_mb(env, batch, async_inference) * MIB,
+            max_payload_bytes=payload_limit_mb(env, batch, async_inference, serverless) * MIB,
             fixed_route=env.get("SAGEMAKER_INVOCATIONS_ROUTE") or None,
             batch=batch,
             async_inference=async_inference,
             records_in_flight=positive_int(env, "SAGEMAKER_MAX_RECORDS_IN_FLIGHT")
             or DEFAULT_RECORDS_IN_FLIGHT,
-            mini_batch_timeout_s=mini_batch_timeout_s(env, async_inference),
+            mini_batch_timeout_s=mini_batch_timeout_s(env, async_inference, serverless),
             execution_parameters=execution_parameters.from_env(env),
             sessions=SessionSettings.from_env(env),
             batch_api=BatchApiSettings.from_env(env),
             server_restarts=whole_number(env, RESTARTS_VAR) or 0,
             model_fallback=flag(env, FALLBACK_VAR, True),
         )
+
+
+def is_serverless(env: Mapping[str, str]) -> bool:
+    """Whether the container runs on SageMaker Serverless Inference (SERVERLESS_MARKER)."""
+    return flag(env, SERVERLESS_MARKER, False)
+
+
+def batch_api_on(env: Mapping[str, str]) -> bool:
+    """SAGEMAKER_BATCH_API: the Files and Batches API, on unless `false`, and off unless `true` on
+    Serverless Inference (its container keeps no disk and is reclaimed when idle)."""
+    return flag(env, "SAGEMAKER_BATCH_API", not is_serverless(env))
 
 
 def batch_priority(env: Mapping[str, str]) -> int | None:
@@ -200,20 +220,30 @@ def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
     return keys
 
 
-def payload_limit_mb(env: Mapping[str, str], batch: bool, async_inference: bool) -> int:
+def payload_limit_mb(
+    env: Mapping[str, str], batch: bool, async_inference: bool, serverless: bool = False
+) -> int:
     """SAGEMAKER_MAX_PAYLOAD_IN_MB when set, else SageMaker's own limit for the mode:
-    6 MB for real-time requests, 100 MB for Batch Transform, 1 GB for async inference."""
-    if async_inference:
+    6 MB for real-time requests, 100 MB for Batch Transform, 1 GB for async inference, 4 MB on
+    Serverless Inference."""
+    if serverless:
+        default = SERVERLESS_PAYLOAD_MB
+    elif async_inference:
         default = ASYNC_PAYLOAD_MB
     else:
         default = BATCH_PAYLOAD_MB if batch else REALTIME_PAYLOAD_MB
     return positive_int(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB") or default
 
 
-def mini_batch_timeout_s(env: Mapping[str, str], async_inference: bool) -> float:
+def mini_batch_timeout_s(
+    env: Mapping[str, str], async_inference: bool, serverless: bool = False
+) -> float:
     """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else the mode's default: 540 s
-    (within SageMaker's 600 s), or 3540 s on an async endpoint (within its hour)."""
+    (within SageMaker's 600 s), 3540 s on an async endpoint (within its hour), 54 s on
+    Serverless Inference (within its 60 s)."""
     timeout = seconds(env, "SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS")
-    if timeout is None:
-        return ASYNC_MINI_BATCH_TIMEOUT_S if async_inference else DEFAULT_MINI_BATCH_TIMEOUT_S
-    return timeout
+    if timeout is not None:
+        return timeout
+    if serverless:
+        return SERVERLESS_MINI_BATCH_TIMEOUT_S
+    return ASYNC_MINI_BATCH_TIMEOUT_S if async_inference else DEFAULT_MINI_BATCH_TIMEOUT_S

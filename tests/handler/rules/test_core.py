@@ -18,7 +18,7 @@ from vllm_sagemaker.handler.batches.api import batches as batches_api
 from vllm_sagemaker.handler.batches.api import files as files_api
 from vllm_sagemaker.handler.core import content_types, ids, routing, usage
 from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
-from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB
+from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB, SERVERLESS_MARKER
 from vllm_sagemaker.handler.core.env import ConfigError, flag
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import watch_disconnect
@@ -74,6 +74,7 @@ FLAGS = {
     "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": False,
     "SAGEMAKER_BATCH": False,
     ASYNC_MARKER: False,
+    SERVERLESS_MARKER: False,
     "SAGEMAKER_BATCH_API": True,
     "SAGEMAKER_BATCH_YIELD": True,
     "STANDARD_AUTO_INSTALL_REQ": True,

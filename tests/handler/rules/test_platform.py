@@ -206,12 +206,30 @@ def test_log_line_quotes_values_with_spaces() -> None:
             50,
             3540,
         ),
+        ({"SAGEMAKER_SERVERLESS": "true"}, 4, 54),
+        ({"SAGEMAKER_SERVERLESS": "false"}, 6, 540),
+        ({"SAGEMAKER_SERVERLESS": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "2"}, 2, 54),
     ],
 )
-def test_async_limits(env: dict[str, str], payload_mb: int, deadline_s: float) -> None:
+def test_each_mode_s_limits(env: dict[str, str], payload_mb: int, deadline_s: float) -> None:
     config = Config.from_env(env)
     assert config.max_payload_bytes == payload_mb * MIB
     assert config.mini_batch_timeout_s == deadline_s
+
+
+@pytest.mark.parametrize(
+    ("env", "batch_api"),
+    [
+        ({}, True),
+        ({"SAGEMAKER_SERVERLESS": "true"}, False),
+        ({"SAGEMAKER_SERVERLESS": "true", "SAGEMAKER_BATCH_API": "true"}, True),
+        ({"SAGEMAKER_BATCH_API": "false"}, False),
+    ],
+)
+def test_serverless_turns_the_batches_api_off_unless_asked(
+    env: dict[str, str], batch_api: bool
+) -> None:
+    assert Config.from_env(env).batch_api.enabled is batch_api
 
 
 @pytest.mark.parametrize(
