@@ -52,8 +52,11 @@ COPY pyproject.toml README.md ./
 COPY container ./container
 COPY handler ./handler
 COPY deploy ./deploy
+# Then vLLM's facts of each model class, worked out once here rather than in a subprocess at
+# every cold start (container/modelinfos.py: 8-9 s of one CPU on SageMaker Serverless Inference).
 RUN python3 -m pip install --no-cache-dir "./[server]" \
-    && serve --help > /dev/null
+    && serve --help > /dev/null \
+    && python3 -m vllm_sagemaker.container.modelinfos
 
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8080

@@ -1,12 +1,13 @@
-"""What the machine offers the engine: visible GPUs, and CPU-engine settings that fit memory."""
+"""What the machine offers the engine: visible GPUs, the memory free, and the CPUs vLLM's CPU
+worker binds its threads to under a CPU quota. The KV cache that fits the memory is
+`container.memory`'s."""
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 
-GIB = 1024**3
-KV_CACHE_SHARE = 0.25
-KV_CACHE_MAX_GIB = 64
+OMP_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 def visible_gpu_count(env: Mapping[str, str], dev_entries: Sequence[str]) -> int:
@@ -17,28 +18,6 @@ def visible_gpu_count(env: Mapping[str, str], dev_entries: Sequence[str]) -> int
     if "CUDA_VISIBLE_DEVICES" in env:
         return len([d for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
     return len([e for e in dev_entries if re.fullmatch(r"nvidia\d+", e)])
-
-
-def default_kv_cache_gib(mem_available_bytes: int) -> int:
-    """A quarter of the memory available now, in whole GiB, at least 1 and at most 64.
-
-    The CPU engine allocates its KV cache up front and refuses to start when the default
-    memory fraction does not fit what is free, so serve picks a size that does.
-    """
-    share = int(mem_available_bytes * KV_CACHE_SHARE // GIB)
-    return max(1, min(KV_CACHE_MAX_GIB, share))
-
-
-def engine_env(
-    env: Mapping[str, str], visible_gpus: int, mem_available_bytes: int
-) -> dict[str, str]:
-    """Variables to add for the engine: on a machine without GPUs, a KV cache that fits,
-    unless one is sized already (vLLM's legacy variable, or `--kv-cache-memory-bytes` through
-    SM_VLLM_KV_CACHE_MEMORY_BYTES, which the legacy variable would override)."""
-    sized = env.get("VLLM_CPU_KVCACHE_SPACE") or env.get("SM_VLLM_KV_CACHE_MEMORY_BYTES")
-    if visible_gpus or sized:
-        return {}
-    return {"VLLM_CPU_KVCACHE_SPACE": str(default_kv_cache_gib(mem_available_bytes))}
 
 
 def mem_available_bytes() -> int:
@@ -59,3 +38,28 @@ def dev_entries() -> list[str]:
         return os.listdir("/dev")
     except OSError:
         return []
+
+
+def omp_threads_env(
+    env: Mapping[str, str], visible_gpus: int, quota_cpus: float | None, allowed: Sequence[int]
+) -> dict[str, str]:
+    """The CPUs vLLM's CPU worker binds its OpenMP threads to when the container's CPU quota is
+    below the CPUs it sees: vLLM's automatic binding counts the CPUs in its affinity (the
+    host's, under a quota), and more threads than the quota allows stall each other at every
+    barrier. One thread per whole CPU of the quota, less one for the API server and the engine
+    core (as vLLM reserves one), at least one; nothing on a GPU machine or when the user chose
+    (VLLM_CPU_OMP_THREADS_BIND)."""
+    if visible_gpus or quota_cpus is None or OMP_BIND_VAR in env:
+        return {}
+    threads = max(1, math.floor(quota_cpus) - 1)
+    if threads >= len(allowed) - 1:
+        return {}
+    return {OMP_BIND_VAR: ",".join(str(cpu) for cpu in sorted(allowed)[:threads])}
+
+
+def allowed_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity; every CPU where that cannot be read)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))

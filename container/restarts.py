@@ -60,6 +60,20 @@ def describe(returncode: int) -> str:
     return f"was killed by {name}"
 
 
+def out_of_memory(kills_before: int, kills_after: int, limit_bytes: int | None) -> str | None:
+    """The line naming a kernel OOM kill inside the container while vLLM ran (the cgroup's
+    `oom_kill` count rose from `kills_before` to `kills_after`), else None."""
+    if kills_after <= kills_before:
+        return None
+    limit = f"its limit of {limit_bytes // 1024**2:,} MiB" if limit_bytes else "its memory"
+    return (
+        f"the kernel's OOM killer killed a process of vLLM ({kills_after - kills_before} "
+        f"kill(s) in the container's cgroup): the model and its load do not fit in {limit}; "
+        "give the container more memory (on Serverless Inference a larger MemorySizeInMB), or "
+        "lower VLLM_CPU_KVCACHE_SPACE or SM_VLLM_MAX_NUM_SEQS"
+    )
+
+
 def exit_status(returncode: int) -> int:
     """`serve`'s own status for a vLLM that ended with `returncode`: the same status, or
     128 + the signal that killed it, as a shell reports it."""

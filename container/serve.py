@@ -9,13 +9,24 @@ one clear message before anything starts.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from vllm_sagemaker.container import cpu_libraries, env_args, hardware, requirements, system
+from vllm_sagemaker.container import (
+    cgroup,
+    cpu_libraries,
+    env_args,
+    hardware,
+    memory,
+    modelinfos,
+    requirements,
+    system,
+)
 from vllm_sagemaker.container.supervisor import Supervisor
 from vllm_sagemaker.handler.core import handler_specs
 from vllm_sagemaker.handler.core.env import ConfigError, model_dir
@@ -29,12 +40,43 @@ from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
 VLLM_SERVE = ("-m", "vllm_sagemaker.container.vllm_cli", "serve")
 
 
+def model_files(path: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """A model directory's config.json and its files' sizes (empty where it cannot be read)."""
+    sizes: dict[str, int] = {}
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        sizes = {entry.name: entry.stat().st_size for entry in entries if entry.is_file()}
+    config: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as file:
+            loaded = json.load(file)
+        config = loaded if isinstance(loaded, dict) else {}
+    return config, sizes
+
+
+def engine_memory(
+    env: Mapping[str, str], args: Sequence[str], gpus: int, limits: cgroup.Limits
+) -> memory.Sizing:
+    """The KV cache that fits this machine (`container.memory`): a capped container's memory is
+    its cgroup's limit when that is below the machine's memory."""
+    config, files = model_files(env_args.flag_value(args, "--model") or "")
+    found = memory.model(config, memory.weights_bytes(files), args)
+    available = hardware.mem_available_bytes()
+    cap = limits.memory_bytes
+    if cap is not None and cap >= limits.memory_used_bytes + available:
+        cap = None
+    return memory.size(env, args, gpus, cap, available, found)
+
+
 def server_command(
-    env: Mapping[str, str], extra: Sequence[str], facts: system.System
+    env: Mapping[str, str],
+    extra: Sequence[str],
+    facts: system.System,
+    limits: cgroup.Limits | None = None,
 ) -> tuple[list[str], dict[str, str], list[str]]:
     """The command line of vLLM's OpenAI server, the variables to add to its environment, and
     what `serve` says of the machine (a line each). What the engine cannot do without (`facts`
-    lack it) is a ConfigError."""
+    or the container's `limits` lack it) is a ConfigError."""
+    limits = limits or cgroup.Limits()
     gpus = hardware.visible_gpu_count(env, hardware.dev_entries())
     preload, lacking = cpu_libraries.preload(env, gpus, cpu_libraries.on_this_machine())
     try:
@@ -43,16 +85,30 @@ def server_command(
         entries = []
     given = env_args.server_args(env, entries, gpus, extra)
     needs = system.needs(env, given, gpus, facts)
-    if needs.problems:
-        raise ConfigError("; ".join(needs.problems))
-    args = env_args.server_args(env, entries, gpus, [*extra, *needs.args])
+    sized = engine_memory(env, given, gpus, limits)
+    problems = [*needs.problems, *sized.problems]
+    if problems:
+        raise ConfigError("; ".join(problems))
+    args = env_args.server_args(env, entries, gpus, [*extra, *needs.args, *sized.args])
+    threads = (
+        hardware.omp_threads_env(env, gpus, limits.cpus, hardware.allowed_cpus())
+        if system.world_size(args) == 1
+        else {}
+    )
     added = {
         **env_args.platform_env(env, args),
-        **hardware.engine_env(env, gpus, hardware.mem_available_bytes()),
+        **sized.env,
+        **threads,
         **preload,
         **needs.env,
     }
-    lacking = [*lacking, *needs.notes]
+    lacking = [*lacking, *needs.notes, *sized.notes]
+    if threads:
+        lacking.append(
+            f"the container's CPU quota is {limits.cpus:g} CPUs, so vLLM's CPU worker runs "
+            f"{len(threads[hardware.OMP_BIND_VAR].split(','))} thread(s) "
+            f"({hardware.OMP_BIND_VAR}={threads[hardware.OMP_BIND_VAR]})"
+        )
     if "SAGEMAKER_MODEL_DIR" in env and "SAGEMAKER_MODEL_PATH" not in env:
         # MHCS, inside the server, looks for the customer's code here.
         added["SAGEMAKER_MODEL_PATH"] = handler_specs.code_dir(env)
@@ -83,7 +139,7 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
             raise ConfigError("; ".join(problems))
         policy = RestartPolicy.from_env(os.environ)
         command, added, lacking = server_command(
-            os.environ, extra, system.on_this_machine(os.environ)
+            os.environ, extra, system.on_this_machine(os.environ), cgroup.read()
         )
         install = requirements.for_directory(os.environ, handler_specs.code_dir(os.environ))
     except ConfigError as error:
@@ -105,6 +161,7 @@ def run(extra: Sequence[str], dry_run: bool) -> int:
         return 1
     for key, value in added.items():
         print(f"serve: {env_args.shown(key, value)} ({_why(key)})", file=sys.stderr)
+    modelinfos.seed({**os.environ, **added})
     sys.stdout.flush()
     sys.stderr.flush()
     if policy.enabled:

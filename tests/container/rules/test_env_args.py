@@ -229,25 +229,30 @@ def test_visible_gpu_count(env: dict[str, str], dev: list[str], expected: int) -
     assert hardware.visible_gpu_count(env, dev) == expected
 
 
-GIB = hardware.GIB
-
-
 @pytest.mark.parametrize(
-    ("env", "gpus", "available", "expected"),
+    ("env", "gpus", "quota", "allowed", "expected"),
     [
-        ({}, 0, 24 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "6"}),
-        ({}, 0, 2 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "1"}),
-        ({}, 0, 1024 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "64"}),
-        ({"VLLM_CPU_KVCACHE_SPACE": "3"}, 0, 24 * GIB, {}),
-        ({"SM_VLLM_KV_CACHE_MEMORY_BYTES": "268435456"}, 0, 24 * GIB, {}),
-        ({"VLLM_CPU_KVCACHE_SPACE": ""}, 0, 24 * GIB, {"VLLM_CPU_KVCACHE_SPACE": "6"}),
-        ({}, 1, 24 * GIB, {}),
+        # No quota, or one at least the CPUs seen less vLLM's reserved one: vLLM's own binding.
+        ({}, 0, None, [0, 1, 2, 3], {}),
+        ({}, 0, 4.0, [0, 1, 2, 3], {}),
+        ({}, 0, 1.0, [0, 1], {}),
+        # Fewer CPUs than seen: one thread per whole CPU less one, at least one.
+        ({}, 0, 1.0, [0, 1, 2, 3, 4, 5, 6, 7], {"VLLM_CPU_OMP_THREADS_BIND": "0"}),
+        ({}, 0, 0.5, [4, 5, 6, 7], {"VLLM_CPU_OMP_THREADS_BIND": "4"}),
+        ({}, 0, 3.5, [7, 6, 5, 4, 3, 2, 1, 0], {"VLLM_CPU_OMP_THREADS_BIND": "0,1"}),
+        # The user's binding, or GPUs: nothing.
+        ({"VLLM_CPU_OMP_THREADS_BIND": "nobind"}, 0, 1.0, list(range(8)), {}),
+        ({}, 1, 1.0, list(range(8)), {}),
     ],
 )
-def test_engine_env(
-    env: dict[str, str], gpus: int, available: int, expected: dict[str, str]
+def test_omp_threads_follow_the_cpu_quota(
+    env: dict[str, str],
+    gpus: int,
+    quota: float | None,
+    allowed: list[int],
+    expected: dict[str, str],
 ) -> None:
-    assert hardware.engine_env(env, gpus, available) == expected
+    assert hardware.omp_threads_env(env, gpus, quota, allowed) == expected
 
 
 TC, IOMP = "/usr/lib/tc.so", "/venv/lib/libiomp5.so"

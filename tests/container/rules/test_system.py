@@ -57,8 +57,34 @@ SMALL_SHM = 62 * MIB
             {},
             None,
         ),
-        # No /dev/shm at all: nothing to measure, nothing changed.
-        ({}, [], 0, System((), True, None), [], {}, None),
+        # No /dev/shm at all, or none this user may write (Serverless Inference may give none):
+        # the model runs in the engine core's process.
+        ({}, [], 0, System((), True, None), [], {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, None),
+        # ... unless the user chose.
+        ({"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, [], 0, System((), True, None), [], {}, None),
+        # Two CPU workers cannot do without it.
+        (
+            {},
+            ["-tp", "2"],
+            0,
+            System((), True, None),
+            [],
+            {},
+            "/dev/shm cannot be written; vLLM's multiprocess executor needs 640 MiB for 2 CPU "
+            "workers: give the container more shared memory (docker run --shm-size), or run one "
+            "worker",
+        ),
+        # HOME cannot be written (a read-only root, any uid): the caches go to the temporary
+        # directory.
+        (
+            {"HOME": "/"},
+            [],
+            0,
+            System((), True, GOOD.shm_free_bytes, home_instead="/tmp"),
+            [],
+            {"HOME": "/tmp"},
+            None,
+        ),
         # Two CPU workers need the queues: a problem, naming --shm-size.
         (
             {},
@@ -110,7 +136,7 @@ def test_needs(
     # Every setting added is said in the log, and nothing else is.
     assert len(needs.notes) == bool(expected_args or "TORCHDYNAMO_DISABLE" in expected_env) + (
         "VLLM_ENABLE_V1_MULTIPROCESSING" in expected_env
-    )
+    ) + ("HOME" in expected_env)
     for added in [*expected_args, *expected_env]:
         assert any(added in note for note in needs.notes), added
 

@@ -1,0 +1,207 @@
+"""How much memory the CPU engine's KV cache gets, and whether the model fits at all: pure rules
+over the container's memory (its cgroup's cap, else what /proc/meminfo has free), the model's
+files and vLLM's arguments.
+
+vLLM's CPU engine allocates its KV cache up front (`VLLM_CPU_KVCACHE_SPACE` GiB, or
+`--kv-cache-memory-bytes`). On a machine with no cap, `serve` gives it a quarter of the memory
+free, in whole GiB. In a container with a cap (`docker run --memory`, SageMaker Serverless
+Inference), the cap is a hard one: the kernel kills a process that passes it. There the KV cache
+gets a quarter of the cap (more when one sequence of the model's context needs more), at most
+what is left once vLLM's processes, the model's weights and a headroom for requests are counted;
+and a model that cannot fit even one sequence of its context stops `serve` at once with one line
+saying what it has, what it needs and the sizes that would work.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_sagemaker.container.env_args import flag_value
+
+MIB = 1024**2
+GIB = 1024**3
+KV_CACHE_SHARE = 0.25
+KV_CACHE_MAX_GIB = 64
+KV_SPACE_VAR = "VLLM_CPU_KVCACHE_SPACE"
+KV_BYTES_VAR = "SM_VLLM_KV_CACHE_MEMORY_BYTES"
+KV_BYTES_FLAG = "--kv-cache-memory-bytes"
+# What vLLM's two processes (API server and engine core, the model in the engine core's) hold
+# beside the weights and the KV cache, measured in the CPU image (docs/serverless.md: peak
+# memory.current less the weights and the KV cache, embedder and chat model alike).
+VLLM_PROCESSES_BYTES = 1100 * MIB
+# Left free for what requests use (activations, tokenizer, buffers): this share of the cap,
+# at least HEADROOM_MIN_BYTES.
+HEADROOM_SHARE = 0.1
+HEADROOM_MIN_BYTES = 128 * MIB
+# The KV cache a capped container gets is a multiple of this.
+KV_STEP_BYTES = 16 * MIB
+# SageMaker Serverless Inference's memory sizes (MemorySizeInMB), for the line of a model that
+# does not fit.
+SERVERLESS_SIZES_MB = (1024, 2048, 3072, 4096, 5120, 6144)
+# Weights as a model directory holds them.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+# Bytes of one value by dtype name (vLLM's and transformers' spellings).
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+
+
+@dataclass(frozen=True)
+class Model:
+    """What the model's files say of its memory: weights in bytes, KV cache bytes per token and
+    the context length the engine will allow (0 where unknown)."""
+
+    weights_bytes: int = 0
+    kv_bytes_per_token: int = 0
+    max_model_len: int = 0
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What `serve` adds for memory: arguments, variables and lines for the log, and the
+    problem that stops it (one line each)."""
+
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def weights_bytes(files: Mapping[str, int]) -> int:
+    """The bytes of the weights among a model directory's files (name -> size)."""
+    return sum(size for name, size in files.items() if name.endswith(WEIGHT_SUFFIXES))
+
+
+def model(config: Mapping[str, Any], weights: int, args: Sequence[str]) -> Model:
+    """The model's memory from its `config.json`, its weights' size and vLLM's arguments
+    (`--max-model-len`, `--dtype`, `--kv-cache-dtype` win over the config)."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        config = {**config, **text}
+    layers = _int(config.get("num_hidden_layers"))
+    heads = _int(config.get("num_attention_heads"))
+    kv_heads = _int(config.get("num_key_value_heads")) or heads
+    head_dim = _int(config.get("head_dim")) or (
+        _int(config.get("hidden_size")) // heads if heads else 0
+    )
+    dtype = flag_value(args, "--kv-cache-dtype") or "auto"
+    if dtype == "auto":
+        dtype = flag_value(args, "--dtype") or "auto"
+    if dtype == "auto":
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    per_value = DTYPE_BYTES.get(dtype.lower(), 2)
+    given = flag_value(args, "--max-model-len") or ""
+    context = _int(given) or next(
+        (n for key in CONTEXT_KEYS if (n := _int(config.get(key)))), 0
+    )
+    return Model(weights, 2 * layers * kv_heads * head_dim * per_value, context)
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
+def default_kv_cache_gib(mem_available_bytes: int) -> int:
+    """A quarter of the memory available now, in whole GiB, at least 1 and at most 64 (a machine
+    with no cap: vLLM's CPU engine refuses to start when its default share does not fit)."""
+    share = int(mem_available_bytes * KV_CACHE_SHARE // GIB)
+    return max(1, min(KV_CACHE_MAX_GIB, share))
+
+
+def given_kv_bytes(env: Mapping[str, str], args: Sequence[str]) -> int | None:
+    """The KV cache the user sized: VLLM_CPU_KVCACHE_SPACE (GiB, which vLLM applies over the
+    others), SM_VLLM_KV_CACHE_MEMORY_BYTES or `--kv-cache-memory-bytes` (bytes); else None."""
+    space = env.get(KV_SPACE_VAR, "").strip()
+    if space.isdigit():
+        return int(space) * GIB
+    raw = flag_value(args, KV_BYTES_FLAG) or env.get(KV_BYTES_VAR, "")
+    return int(raw) if raw.strip().isdigit() else None
+
+
+def _mib(size: int) -> str:
+    return f"{size // MIB:,} MiB"
+
+
+def size(
+    env: Mapping[str, str],
+    args: Sequence[str],
+    gpus: int,
+    cap: int | None,
+    mem_available: int,
+    found: Model,
+) -> Sizing:
+    """The KV cache for the CPU engine (nothing on a GPU machine), and whether the model fits
+    in `cap` (the container's memory limit in bytes, None when it has none)."""
+    given = given_kv_bytes(env, args)
+    if gpus:
+        return Sizing()
+    if cap is None:
+        if given is not None:
+            return Sizing()
+        return Sizing(env={KV_SPACE_VAR: str(default_kv_cache_gib(mem_available))})
+    headroom = max(HEADROOM_MIN_BYTES, int(cap * HEADROOM_SHARE))
+    base = VLLM_PROCESSES_BYTES + found.weights_bytes + headroom
+    one_sequence = found.kv_bytes_per_token * found.max_model_len
+    share = max(int(cap * KV_CACHE_SHARE), one_sequence + KV_STEP_BYTES - 1)
+    room = min(cap - base, share, KV_CACHE_MAX_GIB * GIB) // KV_STEP_BYTES * KV_STEP_BYTES
+    kv = given if given is not None else room
+    need = base + max(one_sequence, KV_STEP_BYTES if given is None else given)
+    parts = (
+        f"weights {_mib(found.weights_bytes)}, vLLM's processes about "
+        f"{_mib(VLLM_PROCESSES_BYTES)}, headroom {_mib(headroom)}"
+    )
+    if need > cap or kv < one_sequence:
+        return Sizing(problems=[_too_small(cap, need, parts, given, found, base)])
+    sized = Sizing(
+        notes=[
+            f"the container's memory is capped at {_mib(cap)} (its cgroup), so the KV cache "
+            f"gets {_mib(kv)} ({parts})"
+        ]
+    )
+    if given is None:
+        sized.args.extend([KV_BYTES_FLAG, str(kv)])
+    return sized
+
+
+def _too_small(
+    cap: int, need: int, parts: str, given: int | None, found: Model, base: int
+) -> str:
+    """The one line of a model that does not fit in `cap`."""
+    wanted = "the KV cache asked for" if given is not None else "a KV cache for"
+    kv_part = (
+        f"{wanted} {_mib(given)}"
+        if given is not None
+        else f"{wanted} one sequence of {found.max_model_len:,} tokens "
+        f"({_mib(found.kv_bytes_per_token * found.max_model_len)})"
+    )
+    sizes = [mb for mb in SERVERLESS_SIZES_MB if mb * MIB >= need]
+    would = (
+        f"Serverless Inference's MemorySizeInMB {sizes[0]} or more"
+        if sizes
+        else f"more than Serverless Inference's {SERVERLESS_SIZES_MB[-1]} MB: an instance"
+    )
+    line = (
+        f"the model does not fit in the container's {_mib(cap)} of memory (its cgroup's "
+        f"limit): it needs about {_mib(need)} ({kv_part}, {parts}); give the container "
+        f"at least {_mib(need)} ({would})"
+    )
+    if given is not None:
+        return line + f", or a smaller KV cache ({KV_SPACE_VAR}, {KV_BYTES_VAR})"
+    fits = (cap - base) // found.kv_bytes_per_token if found.kv_bytes_per_token else 0
+    if fits >= 1:
+        line += f", or SM_VLLM_MAX_MODEL_LEN={fits} (the longest context that fits)"
+    return line

@@ -1,0 +1,151 @@
+"""The KV cache that fits the container's memory, and the line of a model that does not
+(container/memory.py), as a table of cases."""
+
+import pytest
+
+from vllm_sagemaker.container import memory, restarts
+from vllm_sagemaker.container.memory import GIB, MIB, Model
+
+# all-MiniLM-L6-v2 (the suite's embedder) and the suite's tiny chat model, as their files say.
+EMBEDDER = Model(weights_bytes=86 * MIB, kv_bytes_per_token=18432, max_model_len=512)
+CHAT = Model(weights_bytes=2 * MIB, kv_bytes_per_token=2048, max_model_len=4096)
+# A 1.3B chat model in bf16 with a 32k context.
+LARGE = Model(weights_bytes=2500 * MIB, kv_bytes_per_token=2 * 28 * 8 * 128 * 2, max_model_len=32768)
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "gpus", "cap_mib", "found", "kv_args", "kv_env"),
+    [
+        # No cap (an instance): a quarter of the memory free in whole GiB, as before.
+        ({}, [], 0, None, EMBEDDER, [], {"VLLM_CPU_KVCACHE_SPACE": "6"}),
+        ({"VLLM_CPU_KVCACHE_SPACE": "3"}, [], 0, None, EMBEDDER, [], {}),
+        # Capped (Serverless Inference's sizes): a quarter of the cap, in bytes.
+        ({}, [], 0, 2048, EMBEDDER, ["--kv-cache-memory-bytes", str(512 * MIB)], {}),
+        ({}, [], 0, 6144, CHAT, ["--kv-cache-memory-bytes", str(1536 * MIB)], {}),
+        # ... at most what is left beside the weights, vLLM's processes and the headroom.
+        (
+            {},
+            [],
+            0,
+            6144,
+            Model(3500 * MIB, LARGE.kv_bytes_per_token, 8192),
+            ["--kv-cache-memory-bytes", str(928 * MIB)],
+            {},
+        ),
+        # A KV cache the user sized that fits: kept.
+        ({"SM_VLLM_KV_CACHE_MEMORY_BYTES": str(256 * MIB)}, [], 0, 2048, EMBEDDER, [], {}),
+        # GPUs: nothing.
+        ({}, [], 1, 2048, EMBEDDER, [], {}),
+    ],
+)
+def test_the_kv_cache_fits(
+    env: dict[str, str],
+    args: list[str],
+    gpus: int,
+    cap_mib: int | None,
+    found: Model,
+    kv_args: list[str],
+    kv_env: dict[str, str],
+) -> None:
+    cap = cap_mib * MIB if cap_mib else None
+    sized = memory.size(env, args, gpus, cap, 24 * GIB, found)
+    assert (sized.args, sized.env, sized.problems) == (kv_args, kv_env, [])
+    assert len(sized.notes) == (cap is not None and not gpus)
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "cap_mib", "found", "words"),
+    [
+        # Too small for vLLM's processes: the size that works is named.
+        (
+            {},
+            [],
+            1024,
+            EMBEDDER,
+            [
+                "does not fit in the container's 1,024 MiB",
+                "needs about 1,330 MiB",
+                "MemorySizeInMB 2048 or more",
+            ],
+        ),
+        # Larger than Serverless Inference can give: an instance, or a shorter context.
+        (
+            {},
+            [],
+            6144,
+            Model(4000 * MIB, 2 * 28 * 8 * 128 * 2, 32768),
+            [
+                "more than Serverless Inference's 6144 MB: an instance",
+                "SM_VLLM_MAX_MODEL_LEN=",
+            ],
+        ),
+        (
+            {},
+            [],
+            6144,
+            LARGE,
+            ["one sequence of 32,768 tokens (3,584 MiB)", "SM_VLLM_MAX_MODEL_LEN=17642"],
+        ),
+        # The user's KV cache does not fit: named, with the variables that size it.
+        (
+            {"VLLM_CPU_KVCACHE_SPACE": "3"},
+            [],
+            2048,
+            EMBEDDER,
+            ["the KV cache asked for 3,072 MiB", "a smaller KV cache (VLLM_CPU_KVCACHE_SPACE"],
+        ),
+    ],
+)
+def test_a_model_that_does_not_fit_is_one_line(
+    env: dict[str, str], args: list[str], cap_mib: int, found: Model, words: list[str]
+) -> None:
+    sized = memory.size(env, args, 0, cap_mib * MIB, 24 * GIB, found)
+    (line,) = sized.problems
+    assert "\n" not in line and not sized.args
+    for word in words:
+        assert word in line, line
+
+
+def test_a_context_given_on_the_command_line_wins_over_the_config() -> None:
+    config = {
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "hidden_size": 2048,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+    }
+    assert memory.model(config, 5, []) == Model(5, 2 * 28 * 8 * 128 * 2, 32768)
+    assert memory.model(config, 5, ["--max-model-len", "4096", "--dtype", "float32"]) == Model(
+        5, 2 * 28 * 8 * 128 * 4, 4096
+    )
+    nested = {"architectures": ["X"], "text_config": config}
+    assert memory.model(nested, 0, []).kv_bytes_per_token == 2 * 28 * 8 * 128 * 2
+    assert memory.model({}, 0, []) == Model()
+
+
+def test_only_weight_files_count() -> None:
+    files = {"model.safetensors": 100, "pytorch_model.bin": 50, "tokenizer.json": 7}
+    assert memory.weights_bytes(files) == 150
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "limit", "line"),
+    [
+        (0, 0, 2 * GIB, None),
+        (1, 1, 2 * GIB, None),
+        (0, 1, 2 * GIB, "(1 kill(s) in the container's cgroup): the model and its load do not "
+         "fit in its limit of 2,048 MiB"),
+        (2, 4, None, "(2 kill(s) in the container's cgroup): the model and its load do not fit "
+         "in its memory"),
+    ],
+)
+def test_a_kernel_oom_kill_is_named(
+    before: int, after: int, limit: int | None, line: str | None
+) -> None:
+    said = restarts.out_of_memory(before, after, limit)
+    if line is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith("the kernel's OOM killer killed a process")
+        assert line in said
