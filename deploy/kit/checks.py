@@ -40,6 +40,7 @@ from vllm_sagemaker.deploy.kit.plans.names import (
     versioned,
 )
 from vllm_sagemaker.deploy.kit.scaling_options import scaling_problems
+from vllm_sagemaker.deploy.kit.serverless_options import serverless_problems
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.environment import environment_problems
 
@@ -127,15 +128,18 @@ def positive_problem(option: str, value: float) -> str | None:
     return None if value > 0 else f"{option} {value:g}: must be more than 0"
 
 
-def transform_problem(model_prefix: str | None, stream: bool) -> str | None:
-    """What a transform job cannot take: a model prefix SageMaker would have to copy (the
-    instance types it takes: `instance_checks`)."""
+def copied_prefix_problem(
+    model_prefix: str | None, stream: bool, what: str, where: str
+) -> str | None:
+    """A model prefix SageMaker would have to copy (ModelDataSource) for `what`, which it does
+    not do for `where` (transform jobs, serverless endpoints); the instance types a transform job
+    takes: `instance_checks`."""
     if model_prefix and not stream:
         return (
-            "--model-prefix cannot be used for Batch Transform: SageMaker does not copy an "
-            "uncompressed S3 prefix (ModelDataSource) for transform jobs. Add --stream-weights "
-            "(the container streams the weights from the prefix itself), pack the model as "
-            "model.tar.gz and give --model-data, or use --model-id."
+            f"--model-prefix cannot be used for {what}: SageMaker does not copy an uncompressed "
+            f"S3 prefix (ModelDataSource) for {where}. Add --stream-weights (the container "
+            "streams the weights from the prefix itself), pack the model as model.tar.gz and "
+            "give --model-data, or use --model-id."
         )
     return None
 
@@ -310,6 +314,18 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
             found.append(s3_problem(_option(dest), given[dest]))
     if given.get("work_prefix") is not None and on_sagemaker:
         found.append(s3_problem("--work-prefix", args.work_prefix))
+    if command == "endpoint":
+        # Before the instance type's checks: with --serverless, it is refused whatever it is.
+        found += serverless_problems(args)
+        if args.serverless is not None:
+            found.append(
+                copied_prefix_problem(
+                    args.model_prefix,
+                    args.stream_weights,
+                    "Serverless Inference",
+                    "serverless endpoints",
+                )
+            )
     warnings: list[str | None] = []
     if given.get("instance_type") is not None:
         # Transform jobs' types on SageMaker; what any SageMaker API takes otherwise.
@@ -324,8 +340,12 @@ def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
         elif command == "endpoint":
             found.append(no_image_problem(args.instance_type))
     if command in ("transform", "batch") and on_sagemaker and given.get("instance_type"):
-        found.append(transform_problem(args.model_prefix, args.stream_weights))
-    if "instance_count" in given:
+        found.append(
+            copied_prefix_problem(
+                args.model_prefix, args.stream_weights, "Batch Transform", "transform jobs"
+            )
+        )
+    if given.get("instance_count") is not None:
         found.append(range_problem("--instance-count", args.instance_count, 1))
     if "max_payload_mb" in given:
         found += [

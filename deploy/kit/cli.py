@@ -17,9 +17,11 @@ from vllm_sagemaker.deploy.image.builders import BUILDERS
 from vllm_sagemaker.deploy.kit import checks
 from vllm_sagemaker.deploy.kit.checks import USAGE_ERROR, Refused
 from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit.plans.endpoint import DEFAULT_INSTANCE_COUNT
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
 from vllm_sagemaker.deploy.kit.plans.shards import DEFAULT_SHARD_LINES
 from vllm_sagemaker.deploy.kit.scaling_options import add_scaling_options
+from vllm_sagemaker.deploy.kit.serverless_options import add_serverless_options
 
 EXIT_STATUS = (
     "Exit status: 0 when done, 1 when AWS or the run failed, 2 when an option is refused "
@@ -99,10 +101,13 @@ def _model_options(
 
 
 def _container_options(
-    parser: argparse.ArgumentParser, required: bool = True, image_default: bool = False
+    parser: argparse.ArgumentParser,
+    required: bool = True,
+    image_default: bool = False,
+    serverless: bool = False,
 ) -> None:
     """The image, the instances and the model's environment and role; with `image_default`,
-    --image may be left out."""
+    --image may be left out, and with `serverless`, --instance-type (for --serverless)."""
     parser.add_argument(
         "--image",
         required=required and not image_default,
@@ -115,14 +120,20 @@ def _container_options(
             "the region (what `deploy image --target cpu|gpu` pushes)"
             if image_default
             else ""
+        )
+        + (
+            "; with --serverless, a tag naming the gpu image is refused and the default is :cpu"
+            if serverless
+            else ""
         ),
     )
     parser.add_argument(
         "--instance-type",
-        required=required,
+        required=required and not serverless,
         metavar="TYPE",
         help="ml.<family>.<size>: a GPU type such as ml.g5.12xlarge takes the gpu image "
-        "(tensor parallelism spans its GPUs), a CPU type such as ml.c7i.8xlarge the cpu image",
+        "(tensor parallelism spans its GPUs), a CPU type such as ml.c7i.8xlarge the cpu image"
+        + ("; give this or --serverless" if serverless else ""),
     )
     parser.add_argument(
         "--env",
@@ -273,16 +284,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hosted = command(
         "endpoint",
         "create (or update) a SageMaker endpoint",
-        "Create a real-time (or, with --async-output, async) endpoint: a model, an endpoint "
-        "config and the endpoint, then wait until it is InService. An endpoint of that name is "
-        "updated instead, to a new model and config named NAME-<UTC time>.",
+        "Create a real-time (or, with --async-output, async) endpoint on instances, or a "
+        "serverless one (--serverless): a model, an endpoint config and the endpoint, then wait "
+        "until it is InService. An endpoint of that name is updated instead, to a new model and "
+        "config named NAME-<UTC time> (AWS refuses to update an endpoint on instances to "
+        "serverless).",
     )
     _name(hosted, "endpoint", "the endpoint, its config and its model")
     _model_options(hosted, True)
-    _container_options(hosted, image_default=True)
+    _container_options(hosted, image_default=True, serverless=True)
     hosted.add_argument(
-        "--instance-count", type=int, default=1, metavar="N", help="instances behind it"
+        "--instance-count",
+        type=int,
+        metavar="N",
+        help=f"instances behind it (default {DEFAULT_INSTANCE_COUNT})",
     )
+    add_serverless_options(hosted)
     hosted.add_argument(
         "--async-output",
         metavar="S3_PREFIX",
@@ -397,7 +414,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "dashboard",
         "write a CloudWatch dashboard for an endpoint",
         "Write (or replace) the CloudWatch dashboard NAME for the endpoint NAME: SageMaker's "
-        "metrics of it (invocations, model latency, CPU and GPU use, instances) beside the "
+        "metrics of it (invocations, model latency, CPU and GPU use, instances; for a "
+        "serverless endpoint cold starts, memory and concurrency used) beside the "
         "container's own (time to first token and end-to-end latency p50/p95/p99, requests "
         "running and waiting, KV cache use, tokens per second), which it writes with "
         "SAGEMAKER_METRICS=cloudwatch.",

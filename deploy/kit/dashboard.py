@@ -1,12 +1,14 @@
 """`deploy dashboard`: write the CloudWatch dashboard NAME for the endpoint NAME
 (`deploy.kit.plans.dashboard`), one PutDashboard, which replaces a dashboard of that name.
 
-It reads the endpoint, its config and its model first: the variant, and the namespace and
-dimensions the container's EMF documents carry (its environment). A dry run that cannot read
-them assumes the kit's variant and the container's defaults, and says so.
+It reads the endpoint, its config and its model first: the variant (on instances or serverless),
+and the namespace and dimensions the container's EMF documents carry (its environment). A dry run
+that cannot read them assumes the kit's variant on instances and the container's defaults, and
+says so.
 """
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
@@ -19,18 +21,28 @@ from vllm_sagemaker.deploy.kit.plans.dashboard import dashboard_body, dashboard_
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, metrics_env
 
 
-def container_of(reads: Reads, name: str) -> tuple[str, dict[str, str]] | None:
+@dataclass(frozen=True)
+class Drawn:
+    """What the dashboard draws of an endpoint: its first variant, its ServerlessConfig (None:
+    on instances) and its model's environment."""
+
+    variant: str
+    serverless: dict[str, Any] | None
+    env: dict[str, str]
+
+
+def container_of(reads: Reads, name: str) -> Drawn | None:
     """The endpoint's first variant and its model's environment; None when there is no endpoint
-    `name` (or, in a dry run that cannot read it, an assumption is recorded: the variant and
-    the metric settings `deploy endpoint` gives a model)."""
+    `name` (or, in a dry run that cannot read it, an assumption is recorded: the variant, on
+    instances, and the metric settings `deploy endpoint` gives a model)."""
     assumed = len(reads.assumed)
     endpoint = reads.describe(
         Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}),
         f"the plan assumes endpoint {name} exists as `deploy endpoint` makes it (variant "
-        f"{VARIANT}, its metrics under EndpointName {name})",
+        f"{VARIANT} on instances, its metrics under EndpointName {name})",
     )
     if len(reads.assumed) > assumed:
-        return VARIANT, metrics_env({}, name, None)
+        return Drawn(VARIANT, None, metrics_env({}, name, None))
     if endpoint is None:
         return None
     config = reads.describe(
@@ -48,7 +60,7 @@ def container_of(reads: Reads, name: str) -> tuple[str, dict[str, str]] | None:
         else None
     )
     env = ((model or {}).get("PrimaryContainer") or {}).get("Environment") or {}
-    return first.get("VariantName", VARIANT), dict(env)
+    return Drawn(first.get("VariantName", VARIANT), first.get("ServerlessConfig"), dict(env))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -60,8 +72,8 @@ def main(args: argparse.Namespace) -> int:
             f"no endpoint named {args.name} in {region}: the dashboard draws an endpoint's "
             "metrics; deploy it first (`vllm-sagemaker deploy endpoint`)"
         )
-    variant, env = found
-    call = dashboard_call(args.name, dashboard_body(region, args.name, variant, env))
+    body = dashboard_body(region, args.name, found.variant, found.env, found.serverless)
+    call = dashboard_call(args.name, body)
     answers = execute([call], args.dry_run, reads.assumed)
     for answer in answers:
         for message in answer.get("DashboardValidationMessages", []):

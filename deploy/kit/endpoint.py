@@ -1,6 +1,7 @@
-"""`deploy endpoint`: create (or update) a real-time or async endpoint and wait until it is
-InService; with --autoscale, then register its variant with Application Auto Scaling and put a
-target-tracking policy on it (`deploy.kit.plans.scaling`).
+"""`deploy endpoint`: create (or update) a real-time, async or serverless endpoint and wait until
+it is InService; with --autoscale, then register its variant with Application Auto Scaling and
+put a target-tracking policy on it (`deploy.kit.plans.scaling`). An instance-based endpoint is
+not updated to serverless: AWS refuses that (`deploy.kit.plans.serverless`).
 
 Like every `deploy` command, it reads what decides its plan (`deploy.base.reads`), builds the
 plan (`deploy.kit.plans`) and carries it out (`deploy.base.run`); `--dry-run` makes the same
@@ -10,6 +11,7 @@ because the endpoint ended Failed, removes what it created (`deploy.kit.plans.ro
 """
 
 import argparse
+from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
@@ -19,8 +21,12 @@ from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.kit.checks import Refused, env_from_pairs, refuse
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
-from vllm_sagemaker.deploy.kit.plans.endpoint import endpoint_calls
+from vllm_sagemaker.deploy.kit.options import instance_note, role, say, serverless_note, source
+from vllm_sagemaker.deploy.kit.plans.endpoint import (
+    DEFAULT_INSTANCE_COUNT,
+    Instances,
+    endpoint_calls,
+)
 from vllm_sagemaker.deploy.kit.plans.instances import image_target
 from vllm_sagemaker.deploy.kit.plans.names import version
 from vllm_sagemaker.deploy.kit.plans.rollback import undo_beside
@@ -33,15 +39,14 @@ from vllm_sagemaker.deploy.kit.plans.scaling import (
     scaling_calls,
     standing,
 )
+from vllm_sagemaker.deploy.kit.plans.serverless import Serverless, update_problem
+from vllm_sagemaker.deploy.kit.serverless_options import serverless
 
 
-def default_image(reads: Reads, instance_type: str) -> str:
+def default_image(reads: Reads, target: str) -> str:
     """The image for an endpoint given no --image: the one `deploy image --target T` pushes for
-    the instance type's image T, `<repository URI>:T` of the repository `vllm-sagemaker` in the
-    region, which must hold that tag. A dry run that cannot read ECR assumes it does."""
-    target = image_target(instance_type)
-    if target is None:  # refused before (checks.no_image_problem)
-        raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
+    the image T the endpoint takes, `<repository URI>:T` of the repository `vllm-sagemaker` in
+    the region, which must hold that tag. A dry run that cannot read ECR assumes it does."""
     repository, tag = build.REPOSITORY, build.default_tag(target)
     first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
     assumed = len(reads.assumed)
@@ -80,18 +85,61 @@ def scaling(args: argparse.Namespace) -> Scaling | None:
     return Scaling(*found, args.scale_on or CONCURRENCY, args.scale_target)
 
 
+def hosting(args: argparse.Namespace) -> Instances | Serverless:
+    """Where the endpoint runs: serverless, or on --instance-type (checked before: `checks`)."""
+    found = serverless(args)
+    if found is not None:
+        return found
+    count = DEFAULT_INSTANCE_COUNT if args.instance_count is None else args.instance_count
+    return Instances(args.instance_type, count)
+
+
+def image_for(where: Instances | Serverless) -> str:
+    """The image (`deploy image --target`) the endpoint takes: the cpu one on Serverless."""
+    if isinstance(where, Serverless):
+        return "cpu"
+    target = image_target(where.instance_type)
+    if target is None:  # refused before (checks.no_image_problem)
+        raise Refused(f"--image: not given, and {where.instance_type} takes no image the kit knows")
+    return target
+
+
+def update_refused(reads: Reads, name: str, existing: dict[str, Any]) -> None:
+    """Stop in one line when the endpoint `name` (DescribeEndpoint's answer `existing`) runs on
+    instances: AWS refuses to update it to serverless."""
+    current = Call(
+        "sagemaker",
+        "DescribeEndpointConfig",
+        {"EndpointConfigName": existing["EndpointConfigName"]},
+    )
+    problem = update_problem(name, reads.describe(current) or {})
+    if problem:
+        raise stopped(problem)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.image:
         refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
-    image = args.image or default_image(reads, args.instance_type)
-    instance_note(args.instance_type)
+    where = hosting(args)
     describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
+    refused = (
+        " (or stops if it runs on instances: AWS refuses to update one to serverless)"
+        if isinstance(where, Serverless)
+        else ""
+    )
     existing = reads.describe(
         describe,
         f"the plan assumes endpoint {args.name} does not exist; if it does, the run creates a "
-        f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead",
+        f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead" + refused,
     )
+    if existing and isinstance(where, Serverless):
+        update_refused(reads, args.name, existing)
+    image = args.image or default_image(reads, image_for(where))
+    if isinstance(where, Serverless):
+        serverless_note(where)
+    else:
+        instance_note(where.instance_type)
     updated = version() if existing else None
     if updated:
         say(f"{args.name} exists; the run updates it to version {updated}")
@@ -101,8 +149,7 @@ def main(args: argparse.Namespace) -> int:
         args.name,
         image,
         source(args),
-        args.instance_type,
-        args.instance_count,
+        where,
         env,
         role(args, reads),
         args.async_output,

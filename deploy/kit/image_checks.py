@@ -1,5 +1,6 @@
 """What `deploy` checks of images before it calls AWS: --image (in ECR, in the run's region,
-tagged for the instance type's image) and `deploy image`'s --repository, --tag and --context.
+tagged for the image the instance type or Serverless Inference takes) and `deploy image`'s
+--repository, --tag and --context.
 
 Pure rules, as `deploy.kit.checks`'s: each gives the line that says what is wrong, or None.
 """
@@ -126,15 +127,27 @@ def image_instance_problem(image: str, instance_type: str) -> str | None:
     """An `--image` whose tag names the other image than the one the instance type takes (the
     CPU image on a GPU instance, the GPU image on a CPU one)."""
     wanted = instances.image_target(instance_type)
-    tag = image_tag(image)
-    named = named_target(tag) if tag else None
-    if wanted is None or named is None or named == wanted:
+    if wanted is None:
         return None
     has = "has no GPU" if wanted == "cpu" else "has NVIDIA GPUs"
+    return wrong_image_problem(image, wanted, f"{instance_type} {has}")
+
+
+def serverless_image_problem(image: str) -> str | None:
+    """An `--image` of a serverless endpoint whose tag names the GPU image."""
+    return wrong_image_problem(image, "cpu", "Serverless Inference has no GPU")
+
+
+def wrong_image_problem(image: str, wanted: str, why: str) -> str | None:
+    """An `--image` whose tag names another image than `wanted`, which the endpoint takes
+    because of `why`."""
+    tag = image_tag(image)
+    named = named_target(tag) if tag else None
+    if named is None or named == wanted:
+        return None
     return (
-        f"--image {image}: its tag names the {named} image, and {instance_type} {has}: give the "
-        f"{wanted} image (`vllm-sagemaker deploy image --target {wanted}` builds it and prints "
-        "its URI)"
+        f"--image {image}: its tag names the {named} image, and {why}: give the {wanted} image "
+        f"(`vllm-sagemaker deploy image --target {wanted}` builds it and prints its URI)"
     )
 
 

@@ -1,6 +1,6 @@
 """What the `deploy` commands make of the options they share: the execution role, the model's
-source and the notes on an instance type, and `say`, the line a command writes on stderr (its
-one prefix is `deploy.base.say`'s).
+source and the notes on an instance type or a serverless endpoint, and `say`, the line a command
+writes on stderr (its one prefix is `deploy.base.say`'s).
 
 No boto3 here: `deploy.kit.cli` uses `say` before any command runs.
 """
@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
+from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
+from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER
 
 if TYPE_CHECKING:
     from vllm_sagemaker.deploy.base.reads import Reads
@@ -50,6 +52,14 @@ def instance_note(instance_type: str) -> None:
             f"CPU instance {instance_type}: the cpu image; the kit sets no tensor parallelism "
             "and no GPU inference AMI"
         )
+
+
+def serverless_note(serverless: Serverless) -> None:
+    say(
+        f"serverless endpoint ({serverless}): the cpu image, and {SERVERLESS_MARKER}=true in the "
+        "model's environment (the container keeps to Serverless Inference's 4 MB bodies and 60 s "
+        "invocations)"
+    )
 
 
 def transform_note(instance_type: str) -> None:

@@ -4,6 +4,7 @@ stand-in container builders on PATH, an image pushed to (moto's) ECR, and the na
 Not a test module: the deploy tests, and the pure rules under rules/, import these from here.
 """
 
+import argparse
 import contextlib
 import json
 import os
@@ -15,6 +16,7 @@ import boto3
 
 from tests import ROOT
 from tests.support import cli
+from vllm_sagemaker.deploy.kit import cli as deploy_cli
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -38,6 +40,13 @@ def deploy(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     return subprocess.CompletedProcess(
         done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
     )
+
+
+def parsed(*args: str) -> argparse.Namespace:
+    """`deploy ARGS` as the CLI parses them, for the checks."""
+    parser = argparse.ArgumentParser()
+    deploy_cli.add_arguments(parser)
+    return parser.parse_args(list(args))
 
 
 def model_options(name: str, instance_type: str, **extra: str) -> list[str]:

@@ -2,6 +2,8 @@
 
 A dry run may read (Describe, List, Get, Head) and leaves SageMaker, S3 and ECR as they were;
 the real run makes exactly the writes the dry run printed, in order: `dry_then_real` checks both.
+`answering` gives botocore an answer of its own in place of moto's (a quota, an endpoint that
+ended Failed).
 Not a test module: the *_calls tests import these from here.
 """
 
@@ -9,11 +11,12 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from vllm_sagemaker.container import cli
 from vllm_sagemaker.deploy.base import storage
@@ -137,3 +140,27 @@ def dry_then_real(capsys: pytest.CaptureFixture[str], *args: str) -> list[tuple[
     assert status == 0, err
     assert writes(real_calls) == printed
     return printed
+
+
+# An answer botocore takes in place of moto's: the HTTP response and the parsed answer.
+Answer = tuple[AWSResponse, dict[str, Any]]
+
+
+def answered(parsed: dict[str, Any], status: int = 200) -> Answer:
+    """An answer botocore takes in place of moto's."""
+    return AWSResponse("", status, {}, None), {
+        **parsed,
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+
+
+@contextlib.contextmanager
+def answering(operation: str, answer: Callable[[dict[str, Any]], Answer | None]) -> Iterator[None]:
+    """Every call this process makes recorded, and `answer` given each `operation` call first:
+    its answer replaces moto's (None: moto answers)."""
+    with recorded():
+        assert boto3.DEFAULT_SESSION is not None
+        boto3.DEFAULT_SESSION.events.register(
+            f"before-call.sagemaker.{operation}", lambda params, **_: answer(params)
+        )
+        yield

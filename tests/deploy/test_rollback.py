@@ -4,26 +4,21 @@ it all, and the line says what was kept. Against moto: a call moto itself refuse
 type it does not know), and answers botocore is given in place of moto's (a quota, an endpoint
 that ended Failed)."""
 
-import contextlib
 import itertools
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from botocore.awsrequest import AWSResponse
 
 from tests.deploy.deploying import CHECKOUT, deploy, fake_builders, model_options, recorded_calls
-from tests.deploy.recording import recorded, run, state
+from tests.deploy.recording import Answer, answered, answering, run, state
 
 # An instance type SageMaker takes and moto's CreateEndpointConfig refuses (its list is of 2020).
 UNKNOWN_TO_MOTO = "ml.g6.xlarge"
 # The start of moto's refusal of it, as the line quotes it.
 REFUSED = "deploy: CreateEndpointConfig failed: ValidationException: Value 'ml.g6.xlarge' at "
-
-Answer = tuple[AWSResponse, dict[str, Any]]
 
 
 def models() -> list[str]:
@@ -68,26 +63,6 @@ def test_a_failed_update_removes_only_its_new_version(role: str) -> None:
     assert told.startswith(REFUSED) and "; removed model rb-up-2" in told, told
     assert state() == before
     assert deploy("delete", "--name", "rb-up").returncode == 0
-
-
-def answered(parsed: dict[str, Any], status: int = 200) -> Answer:
-    """An answer botocore takes in place of moto's."""
-    return AWSResponse("", status, {}, None), {
-        **parsed,
-        "ResponseMetadata": {"HTTPStatusCode": status},
-    }
-
-
-@contextlib.contextmanager
-def answering(operation: str, answer: Callable[[dict[str, Any]], Answer | None]) -> Iterator[None]:
-    """Every call this process makes recorded, and `answer` given each `operation` call first:
-    its answer replaces moto's (None: moto answers)."""
-    with recorded():
-        assert boto3.DEFAULT_SESSION is not None
-        boto3.DEFAULT_SESSION.events.register(
-            f"before-call.sagemaker.{operation}", lambda params, **_: answer(params)
-        )
-        yield
 
 
 def test_an_endpoint_that_ends_failed_is_removed(

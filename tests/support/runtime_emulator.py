@@ -3,8 +3,9 @@
 `POST /endpoints/{name}/invocations` is forwarded to a real local container's `/invocations`,
 as SageMaker forwards `InvokeEndpoint`: body, Content-Type, Accept and custom attributes in;
 body, Content-Type and custom attributes out. Like the real service it answers a container's
-non-200 with 424 `ModelError` (carrying `OriginalStatusCode`), a body over 6 MB with 400
-`ValidationError`, and an unknown endpoint with 400 `ValidationError`; it can also throttle
+non-200 with 424 `ModelError` (carrying `OriginalStatusCode`), a body over 6 MB (4 MB for a
+serverless endpoint: `Runtime.serverless`) with 400 `ValidationError`, and an unknown endpoint
+with 400 `ValidationError`; it can also throttle
 every Nth call (400 `ThrottlingException`). boto3's `sagemaker-runtime` client talks to it with
 `endpoint_url`.
 
@@ -40,6 +41,8 @@ from botocore.credentials import ReadOnlyCredentials
 from tests.support.local_http import serving
 
 MAX_BODY_BYTES = 6 * 1000 * 1000
+# Serverless Inference's limit of a request body.
+SERVERLESS_MAX_BODY_BYTES = 4 * 1000 * 1000
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 OPENAI_CHAT = ["openai", "v1", "chat", "completions"]
 # SageMaker's bearer tokens, as the SageMaker SDK (sagemaker.core.token_generator) makes them.
@@ -60,6 +63,8 @@ class Runtime:
     """What the emulator forwards to, and what it saw."""
 
     containers: dict[str, str]
+    # The endpoints of `containers` that are serverless.
+    serverless: frozenset[str] = frozenset()
     # The secret of each access key, and the region: what the OpenAI path's tokens are checked
     # with.
     secrets: dict[str, str] = field(default_factory=dict)
@@ -69,6 +74,9 @@ class Runtime:
     throttled: int = 0
     attributes: list[str | None] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def max_body_bytes(self, endpoint: str) -> int:
+        return SERVERLESS_MAX_BODY_BYTES if endpoint in self.serverless else MAX_BODY_BYTES
 
     def next_call_throttled(self) -> bool:
         with self.lock:
@@ -211,7 +219,7 @@ def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
             if container is None:
                 self.error(400, "ValidationError", f"Endpoint {parts[1]} not found.")
                 return
-            if len(body) > MAX_BODY_BYTES:
+            if len(body) > runtime.max_body_bytes(parts[1]):
                 self.error(400, "ValidationError", "Request payload is too large.")
                 return
             if runtime.next_call_throttled():

@@ -1,13 +1,15 @@
 """`deploy dashboard`'s call: a CloudWatch dashboard for one endpoint's variant, SageMaker's metrics
-of it (AWS/SageMaker, and its instances' under /aws/sagemaker/Endpoints) beside the container's
-own (the EMF documents of `handler.core.cloudwatch`), as one PutDashboard.
+of it (AWS/SageMaker, and its instances' under /aws/sagemaker/Endpoints; a serverless variant's
+cold starts, memory and concurrency) beside the container's own (the EMF documents of
+`handler.core.cloudwatch`), as one PutDashboard.
 
-The body is a pure function of the endpoint, its variant, the region and the container's
-environment (which names the namespace and dimensions its EMF documents carry).
+The body is a pure function of the endpoint, its variant (and its ServerlessConfig), the region
+and the container's environment (which names the namespace and dimensions its EMF documents
+carry).
 """
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
@@ -32,9 +34,27 @@ INSTANCE_METRICS = {
     "GPUUtilization": "Percent",
     "GPUMemoryUtilization": "Percent",
 }
+# What SageMaker publishes of a serverless variant beside PLATFORM_METRICS' invocations and
+# latency (AWS/SageMaker; its memory under INSTANCES): cold starts (ModelSetupTime, and
+# OverheadLatency, which includes them), the concurrency used of MaxConcurrency and, with
+# ProvisionedConcurrency, of the copies kept warm. It has no CPU or GPU metrics, nor
+# ConcurrentRequestsPerModel ("Monitor a serverless endpoint": the list is exhaustive).
+SERVERLESS_METRICS = {
+    "ModelSetupTime": "Microseconds",
+    "OverheadLatency": "Microseconds",
+    "ServerlessConcurrentExecutionsUtilization": "None",
+}
+PROVISIONED_METRICS = {
+    "ServerlessProvisionedConcurrencyUtilization": "None",
+    "ServerlessProvisionedConcurrencyInvocations": "Count",
+    "ServerlessProvisionedConcurrencySpilloverInvocations": "Count",
+}
 PERCENTILES = ("p50", "p95", "p99")
 PERIOD_S = 60
 _WIDTH, _HEIGHT, _COLUMNS = 12, 6, 2
+Widget = tuple[str, list[list[Any]]]
+# A widget's line of one namespace: (metric, statistic, label) -> the line.
+Line = Callable[..., list[Any]]
 
 
 def _metric(
@@ -46,9 +66,14 @@ def _metric(
 
 
 def dashboard_body(
-    region: str, endpoint: str, variant: str, env: Mapping[str, str]
+    region: str,
+    endpoint: str,
+    variant: str,
+    env: Mapping[str, str],
+    serverless: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The dashboard of `endpoint`'s `variant` in `region`; `env` is its container's environment."""
+    """The dashboard of `endpoint`'s `variant` in `region`; `env` is its container's environment,
+    `serverless` the variant's ServerlessConfig (None: it runs on instances)."""
     platform = [
         {"Name": cloudwatch.ENDPOINT_DIMENSION, "Value": endpoint},
         {"Name": cloudwatch.VARIANT_DIMENSION, "Value": variant},
@@ -67,21 +92,33 @@ def dashboard_body(
     def percentiles(line: Any, name: str) -> list[list[Any]]:
         return [line(name, stat) for stat in PERCENTILES]
 
-    widgets = [
+    each = "instance" if serverless is None else "container"
+    latency = percentiles(aws, "ModelLatency")
+    if serverless is None:
+        platform_widgets: list[Widget] = [
+            ("Instances", [instance("CPUUtilization", "SampleCount", "instances")])
+        ]
+        running = [aws("ConcurrentRequestsPerModel", "Average", "in the container (SageMaker)")]
+        use = [("CPU and GPU use (%)", [instance(name, "Average") for name in INSTANCE_METRICS])]
+    else:
+        latency.append(aws("OverheadLatency", "p99", "OverheadLatency p99 (cold starts too)"))
+        platform_widgets = serverless_widgets(aws, instance, "ProvisionedConcurrency" in serverless)
+        running, use = [], []
+    widgets: list[Widget] = [
         (
             "Invocations (sum a minute)",
             [aws(name, "Sum") for name in PLATFORM_METRICS if name.startswith("Invocation")],
         ),
-        ("Instances", [instance("CPUUtilization", "SampleCount", "instances")]),
-        ("Model latency (microseconds)", percentiles(aws, "ModelLatency")),
+        *platform_widgets,
+        ("Model latency (microseconds)", latency),
         ("Time to first token (ms)", percentiles(own, cloudwatch.TIME_TO_FIRST_TOKEN)),
         ("End-to-end latency (ms)", percentiles(own, cloudwatch.END_TO_END_LATENCY)),
         (
-            "Requests per instance",
+            f"Requests per {each}",
             [
                 own(cloudwatch.REQUESTS_RUNNING, "Average", "running"),
                 own(cloudwatch.REQUESTS_WAITING, "Average", "waiting"),
-                aws("ConcurrentRequestsPerModel", "Average", "in the container (SageMaker)"),
+                *running,
             ],
         ),
         (
@@ -92,13 +129,13 @@ def dashboard_body(
             ],
         ),
         (
-            "Tokens per second per instance",
+            f"Tokens per second per {each}",
             [
                 own(cloudwatch.PROMPT_TOKENS_PER_SECOND, "Average", "prompt"),
                 own(cloudwatch.GENERATION_TOKENS_PER_SECOND, "Average", "generated"),
             ],
         ),
-        ("CPU and GPU use (%)", [instance(name, "Average") for name in INSTANCE_METRICS]),
+        *use,
     ]
     return {
         "widgets": [
@@ -120,6 +157,52 @@ def dashboard_body(
             for index, (title, lines) in enumerate(widgets)
         ]
     }
+
+
+def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Widget]:
+    """What SageMaker draws of a serverless variant in place of its instances: cold starts, memory
+    and the concurrency used; with provisioned concurrency, the warm copies' use and the
+    invocations that spilled over to cold ones. `aws` and `instance` make a line of
+    AWS/SageMaker and of INSTANCES."""
+    widgets: list[Widget] = [
+        (
+            "Cold starts: model setup time (microseconds)",
+            [aws("ModelSetupTime", "Maximum"), aws("ModelSetupTime", "Average")],
+        ),
+        (
+            "Memory use (%)",
+            [instance("MemoryUtilization", "Average"), instance("MemoryUtilization", "Maximum")],
+        ),
+        (
+            "Concurrency used (of MAX_CONCURRENCY)",
+            [
+                aws("ServerlessConcurrentExecutionsUtilization", "Average", "average"),
+                aws("ServerlessConcurrentExecutionsUtilization", "Maximum", "most"),
+            ],
+        ),
+    ]
+    if provisioned:
+        widgets += [
+            (
+                "Provisioned concurrency used (of the copies kept warm)",
+                [
+                    aws("ServerlessProvisionedConcurrencyUtilization", "Average", "average"),
+                    aws("ServerlessProvisionedConcurrencyUtilization", "Maximum", "most"),
+                ],
+            ),
+            (
+                "Invocations on warm copies (sum a minute)",
+                [
+                    aws("ServerlessProvisionedConcurrencyInvocations", "Sum", "warm"),
+                    aws(
+                        "ServerlessProvisionedConcurrencySpilloverInvocations",
+                        "Sum",
+                        "spilled over (cold starts)",
+                    ),
+                ],
+            ),
+        ]
+    return widgets
 
 
 def dashboard_call(name: str, body: Mapping[str, Any]) -> Call:

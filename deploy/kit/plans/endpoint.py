@@ -1,7 +1,9 @@
 """`deploy endpoint`'s calls: a model, an endpoint config and the endpoint, or, for an endpoint
-that exists, a new version of the model and config and an UpdateEndpoint."""
+that exists, a new version of the model and config and an UpdateEndpoint; its one variant runs
+on instances or serverless (`plans.serverless`)."""
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
@@ -9,49 +11,72 @@ from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource, create_model, model_env
 from vllm_sagemaker.deploy.kit.plans.names import TAGS, versioned
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT
-from vllm_sagemaker.handler.core.config import ASYNC_MARKER
+from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
+from vllm_sagemaker.handler.core.config import ASYNC_MARKER, SERVERLESS_MARKER
 
 # Large models need more than SageMaker's defaults to download and to pass /ping.
 STARTUP_HEALTH_CHECK_S = 1800
 MODEL_DOWNLOAD_S = 1800
+# Instances behind an endpoint unless --instance-count says otherwise.
+DEFAULT_INSTANCE_COUNT = 1
+
+
+@dataclass(frozen=True)
+class Instances:
+    """What a variant on instances asks of SageMaker."""
+
+    instance_type: str
+    count: int = DEFAULT_INSTANCE_COUNT
+
+
+def capacity(hosting: Instances | Serverless) -> dict[str, Any]:
+    """A variant's fields for where it runs: its instances (with the start-up timeouts an LLM
+    needs, and on GPUs the inference AMI whose driver runs the image), or its ServerlessConfig
+    (Serverless Inference takes none of those: its cold start has a fixed 3 minutes)."""
+    if isinstance(hosting, Serverless):
+        return {"ServerlessConfig": hosting.config()}
+    fields: dict[str, Any] = {
+        "InstanceType": hosting.instance_type,
+        "InitialInstanceCount": hosting.count,
+        "ContainerStartupHealthCheckTimeoutInSeconds": STARTUP_HEALTH_CHECK_S,
+        "ModelDataDownloadTimeoutInSeconds": MODEL_DOWNLOAD_S,
+    }
+    if gpu_count(hosting.instance_type):
+        fields["InferenceAmiVersion"] = INFERENCE_AMI
+    return fields
 
 
 def endpoint_calls(
     name: str,
     image: str,
     source: ModelSource,
-    instance_type: str,
-    instance_count: int,
+    hosting: Instances | Serverless,
     env: Mapping[str, str],
     role: str,
     async_output: str | None = None,
     version: str | None = None,
 ) -> list[Call]:
-    """CreateModel, CreateEndpointConfig, CreateEndpoint for a real-time (or async) endpoint.
+    """CreateModel, CreateEndpointConfig, CreateEndpoint for a real-time (or async, or
+    serverless) endpoint.
 
     With `version` (the endpoint exists already) the model and config get a versioned name and
     the endpoint is updated to them: SageMaker swaps instances without downtime."""
     resource = versioned(name, version) if version else name
-    variant = {
-        "VariantName": VARIANT,
-        "ModelName": resource,
-        "InstanceType": instance_type,
-        "InitialInstanceCount": instance_count,
-        "ContainerStartupHealthCheckTimeoutInSeconds": STARTUP_HEALTH_CHECK_S,
-        "ModelDataDownloadTimeoutInSeconds": MODEL_DOWNLOAD_S,
-    }
-    if gpu_count(instance_type):
-        variant["InferenceAmiVersion"] = INFERENCE_AMI
+    variant = {"VariantName": VARIANT, "ModelName": resource, **capacity(hosting)}
     config: dict[str, Any] = {
         "EndpointConfigName": resource,
         "ProductionVariants": [variant],
         "Tags": TAGS,
     }
+    instance_type = hosting.instance_type if isinstance(hosting, Instances) else None
     container_env = model_env(env, instance_type)
     if async_output:
         config["AsyncInferenceConfig"] = {"OutputConfig": {"S3OutputPath": async_output}}
         # SageMaker gives the container no sign that it is async: tell it.
         container_env.setdefault(ASYNC_MARKER, "true")
+    if isinstance(hosting, Serverless):
+        # Nor that it is serverless, whose limits are stricter than an instance's.
+        container_env.setdefault(SERVERLESS_MARKER, "true")
     endpoint: dict[str, Any] = {"EndpointName": name, "EndpointConfigName": resource}
     return [
         create_model(resource, image, source, container_env, role),

@@ -57,11 +57,11 @@ class ModelSource:
         return definition
 
 
-def model_env(env: Mapping[str, str], instance_type: str) -> dict[str, str]:
+def model_env(env: Mapping[str, str], instance_type: str | None) -> dict[str, str]:
     """The container's environment: the user's settings, tensor parallelism over every GPU of
-    the instance unless the user chose it."""
+    the instance unless the user chose it (None: no instance, a serverless endpoint's CPUs)."""
     result = dict(env)
-    gpus = gpu_count(instance_type)
+    gpus = gpu_count(instance_type) if instance_type else 0
     if gpus > 1 and "SM_VLLM_TENSOR_PARALLEL_SIZE" not in result:
         result["SM_VLLM_TENSOR_PARALLEL_SIZE"] = str(gpus)
     return result

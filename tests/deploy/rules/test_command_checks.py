@@ -1,21 +1,11 @@
 """What each `deploy` command checks before it calls AWS: its options together, parsed as the
 CLI parses them, and the first problem found."""
 
-import argparse
-
 import pytest
 
-from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE, ROLE
+from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE, ROLE, parsed
 from tests.support import cli
 from vllm_sagemaker.deploy.kit import checks
-from vllm_sagemaker.deploy.kit import cli as deploy_cli
-
-
-def parsed(*args: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    deploy_cli.add_arguments(parser)
-    return parser.parse_args(list(args))
-
 
 TRANSFORM = [
     "transform",

@@ -1,7 +1,8 @@
 """`deploy dashboard`'s body: every widget draws metrics that exist (the container's, in
 `handler.core.cloudwatch`'s table, or SageMaker's own), of this endpoint only, with the
 percentiles of the latencies, in the namespace and dimensions the container's environment
-gives its EMF documents."""
+gives its EMF documents; a serverless variant's, what SageMaker publishes of one (cold starts,
+memory, concurrency used), none of an instance's."""
 
 import json
 from typing import Any
@@ -63,8 +64,42 @@ def test_every_metric_exists_and_names_the_endpoint(
     assert (dashboard.INSTANCES, "CPUUtilization", "SampleCount") in drawn  # instances
 
 
-def test_widgets_do_not_overlap() -> None:
-    body = dashboard.dashboard_body("us-east-1", "chat", "AllTraffic", {})
+SERVERLESS = {"MemorySizeInMB": 2048, "MaxConcurrency": 5}
+PROVISIONED = {**SERVERLESS, "ProvisionedConcurrency": 2}
+
+
+@pytest.mark.parametrize("config", [SERVERLESS, PROVISIONED])
+def test_a_serverless_variant_draws_what_sagemaker_publishes_of_one(
+    config: dict[str, int],
+) -> None:
+    """Cold starts, memory and the concurrency used (and the warm copies' with provisioned
+    concurrency); nothing SageMaker does not publish for serverless variants: no instance count,
+    CPU or GPU, no ConcurrentRequestsPerModel. The container's own metrics stay."""
+    body = dashboard.dashboard_body("eu-west-1", "emb", "AllTraffic", {}, config)
+    provisioned = "ProvisionedConcurrency" in config
+    known = {
+        dashboard.PLATFORM: {
+            **dashboard.PLATFORM_METRICS,
+            **dashboard.SERVERLESS_METRICS,
+            **(dashboard.PROVISIONED_METRICS if provisioned else {}),
+        },
+        dashboard.INSTANCES: {"MemoryUtilization": "Percent"},
+        cloudwatch.DEFAULT_NAMESPACE: cloudwatch.UNITS,
+    }
+    drawn = {(line[0], line[1]) for line in _lines(body)}
+    assert drawn <= {(space, name) for space, names in known.items() for name in names}
+    assert {(dashboard.PLATFORM, name) for name in dashboard.SERVERLESS_METRICS} <= drawn
+    assert (dashboard.INSTANCES, "MemoryUtilization") in drawn
+    assert (dashboard.PLATFORM, "ConcurrentRequestsPerModel") not in drawn
+    warm = {(dashboard.PLATFORM, name) for name in dashboard.PROVISIONED_METRICS}
+    assert (warm <= drawn) is provisioned and (warm & drawn == set()) is not provisioned
+    ours = {line[1] for line in _lines(body) if line[0] == cloudwatch.DEFAULT_NAMESPACE}
+    assert {cloudwatch.TIME_TO_FIRST_TOKEN, cloudwatch.KV_CACHE_USAGE} <= ours
+
+
+@pytest.mark.parametrize("config", [None, SERVERLESS, PROVISIONED])
+def test_widgets_do_not_overlap(config: dict[str, int] | None) -> None:
+    body = dashboard.dashboard_body("us-east-1", "chat", "AllTraffic", {}, config)
     cells = [(w["x"], w["y"]) for w in body["widgets"]]
     assert len(set(cells)) == len(cells)
     assert all(w["x"] + w["width"] <= 24 for w in body["widgets"])

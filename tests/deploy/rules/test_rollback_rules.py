@@ -10,14 +10,15 @@ from tests.deploy.deploying import IMAGE, ROLE
 from vllm_sagemaker.deploy.base.calls import Call, Undo
 from vllm_sagemaker.deploy.base.results import Summary
 from vllm_sagemaker.deploy.base.run import call_failed, described, rollback_line
-from vllm_sagemaker.deploy.kit.plans.endpoint import endpoint_calls
+from vllm_sagemaker.deploy.kit.plans.endpoint import Instances, endpoint_calls
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource
 from vllm_sagemaker.deploy.kit.plans.rollback import touched, undo
 
 SAGEMAKER = "sagemaker"
-ENDPOINT = endpoint_calls("llm", IMAGE, ModelSource("org/m"), "ml.g5.2xlarge", 1, {}, ROLE)
+ON_G5 = Instances("ml.g5.2xlarge")
+ENDPOINT = endpoint_calls("llm", IMAGE, ModelSource("org/m"), ON_G5, {}, ROLE)
 UPDATE = endpoint_calls(
-    "llm", IMAGE, ModelSource("org/m"), "ml.g5.2xlarge", 1, {}, ROLE, version="20260101-000000"
+    "llm", IMAGE, ModelSource("org/m"), ON_G5, {}, ROLE, version="20260101-000000"
 )
 
 

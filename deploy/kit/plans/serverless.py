@@ -1,0 +1,148 @@
+"""`deploy endpoint --serverless`: SageMaker Serverless Inference's facts and the kit's rules for
+them, pure functions the checks (`deploy.kit.serverless_options`), the plan
+(`deploy.kit.plans.endpoint`) and the dashboard (`deploy.kit.plans.dashboard`) share.
+
+A serverless variant carries `ServerlessConfig {MemorySizeInMB, MaxConcurrency,
+ProvisionedConcurrency?}` instead of an instance type and count (botocore's
+ProductionVariantServerlessConfig). It runs on CPUs, takes no start-up timeouts (its cold start has
+AWS's fixed 3 minutes), and does not take what the kit's options in `CONFLICTS` ask for:
+instances, Application Auto Scaling, async inference (nor a GPU image: `image_checks`, nor a model
+prefix SageMaker would copy: `checks.copied_prefix_problem`). AWS refuses to update an endpoint on
+instances to serverless (`update_problem`).
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# ProductionVariantServerlessConfig: MemorySizeInMB in 1 GB steps, MaxConcurrency and
+# ProvisionedConcurrency from 1 to 200 (ProvisionedConcurrency at most MaxConcurrency).
+MEMORY_SIZES_MB = (1024, 2048, 3072, 4096, 5120, 6144)
+CONCURRENCY = (1, 200)
+# The SageMaker Python SDK's ServerlessInferenceConfig default.
+DEFAULT_MAX_CONCURRENCY = 5
+# What the CLI's metavar and the lines call the option's value.
+FORM = "MEMORY_MB[:MAX_CONCURRENCY]"
+_VALUE = re.compile(r"(\d+)(?::(\d+))?")
+
+# The options of `deploy endpoint` a serverless endpoint cannot take, as (argparse dest, option,
+# why): it has no instances, SageMaker scales it itself, and AWS does not support async inference
+# on it ("Serverless Inference ... feature exclusions").
+_NO_INSTANCES = (
+    "a serverless endpoint has no instances: SageMaker runs copies of the container as "
+    "invocations come, up to MAX_CONCURRENCY at once, each with MEMORY_MB of memory"
+)
+_SCALES_ITSELF = (
+    "SageMaker scales a serverless endpoint itself, from none to MAX_CONCURRENCY copies: give "
+    "--serverless MEMORY_MB:MAX_CONCURRENCY instead (Application Auto Scaling is for instances)"
+)
+CONFLICTS = (
+    ("instance_type", "--instance-type", _NO_INSTANCES),
+    ("instance_count", "--instance-count", _NO_INSTANCES),
+    ("autoscale", "--autoscale", _SCALES_ITSELF),
+    ("scale_on", "--scale-on", _SCALES_ITSELF),
+    ("scale_target", "--target", _SCALES_ITSELF),
+    (
+        "async_output",
+        "--async-output",
+        "AWS does not support async inference on Serverless Inference: deploy the async endpoint "
+        "on instances (--instance-type), or leave out --async-output",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Serverless:
+    """What a serverless variant asks of SageMaker."""
+
+    memory_mb: int
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    provisioned: int | None = None
+
+    def config(self) -> dict[str, int]:
+        """The variant's ServerlessConfig."""
+        config = {"MemorySizeInMB": self.memory_mb, "MaxConcurrency": self.max_concurrency}
+        if self.provisioned is not None:
+            config["ProvisionedConcurrency"] = self.provisioned
+        return config
+
+    def __str__(self) -> str:
+        warm = f", {self.provisioned} kept warm" if self.provisioned is not None else ""
+        return f"{self.memory_mb} MB, at most {self.max_concurrency} invocations at once{warm}"
+
+
+def parsed(value: str, provisioned: int | None = None) -> Serverless | None:
+    """`--serverless MEMORY_MB[:MAX_CONCURRENCY]` (and `--provisioned-concurrency`); None when the
+    value is not of that form."""
+    match = _VALUE.fullmatch(value.strip())
+    if match is None:
+        return None
+    most = int(match[2]) if match[2] is not None else DEFAULT_MAX_CONCURRENCY
+    return Serverless(int(match[1]), most, provisioned)
+
+
+def serverless_problem(value: str) -> str | None:
+    """Why `--serverless VALUE` is refused: not MEMORY_MB[:MAX_CONCURRENCY], a memory size
+    Serverless Inference does not have, a concurrency out of its range."""
+    found = parsed(value)
+    if found is None:
+        return f"--serverless {value!r}: give {FORM}, as 2048 or 2048:10"
+    if found.memory_mb not in MEMORY_SIZES_MB:
+        sizes = ", ".join(str(size) for size in MEMORY_SIZES_MB[:-1])
+        return (
+            f"--serverless {value}: Serverless Inference's memory sizes are {sizes} and "
+            f"{MEMORY_SIZES_MB[-1]} MB"
+        )
+    least, most = CONCURRENCY
+    if not least <= found.max_concurrency <= most:
+        return f"--serverless {value}: MAX_CONCURRENCY must be from {least} to {most}"
+    return None
+
+
+def provisioned_problem(value: str | None, provisioned: int | None) -> str | None:
+    """Why `--provisioned-concurrency N` is refused: without --serverless, out of AWS's range, or
+    above the endpoint's MAX_CONCURRENCY (a --serverless value refused itself: not here)."""
+    if provisioned is None:
+        return None
+    if value is None:
+        return (
+            "--provisioned-concurrency keeps copies of a serverless endpoint warm: give "
+            f"--serverless {FORM} too"
+        )
+    least, most = CONCURRENCY
+    if not least <= provisioned <= most:
+        return f"--provisioned-concurrency {provisioned}: must be from {least} to {most}"
+    found = parsed(value)
+    if found is None or provisioned <= found.max_concurrency:
+        return None
+    return (
+        f"--provisioned-concurrency {provisioned} is more than the endpoint's MAX_CONCURRENCY "
+        f"{found.max_concurrency} (--serverless {value}): give at most {found.max_concurrency}, "
+        f"or --serverless {found.memory_mb}:{provisioned}"
+    )
+
+
+def conflict_problem(given: Mapping[str, Any]) -> str | None:
+    """The first option of `CONFLICTS` given beside --serverless (`given`: the parsed options)."""
+    for dest, option, why in CONFLICTS:
+        if given.get(dest) is not None:
+            return f"--serverless with {option}: {why}"
+    return None
+
+
+def is_serverless(config: Mapping[str, Any]) -> bool:
+    """Whether an endpoint config (DescribeEndpointConfig's answer) is serverless."""
+    return any("ServerlessConfig" in variant for variant in config.get("ProductionVariants", []))
+
+
+def update_problem(name: str, config: Mapping[str, Any]) -> str | None:
+    """Why the endpoint `name`, whose config is `config`, cannot be updated to serverless: AWS
+    refuses to update an instance-based endpoint to serverless (the other way it allows)."""
+    if is_serverless(config):
+        return None
+    return (
+        f"endpoint {name} runs on instances, and AWS refuses to update an instance-based "
+        f"endpoint to serverless: delete it first (`vllm-sagemaker deploy delete --name {name}`) "
+        "and deploy again, or give the serverless endpoint another --name"
+    )

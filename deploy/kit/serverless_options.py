@@ -1,0 +1,69 @@
+"""`deploy endpoint`'s serverless options (--serverless, --provisioned-concurrency) and what is
+checked of them before AWS is called (`deploy.kit.checks` applies it). No boto3 here:
+`deploy.kit.cli` loads it for `--help`."""
+
+import argparse
+
+from vllm_sagemaker.deploy.kit.image_checks import serverless_image_problem
+from vllm_sagemaker.deploy.kit.plans.serverless import (
+    CONCURRENCY,
+    DEFAULT_MAX_CONCURRENCY,
+    FORM,
+    MEMORY_SIZES_MB,
+    Serverless,
+    conflict_problem,
+    parsed,
+    provisioned_problem,
+    serverless_problem,
+)
+from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER
+
+
+def add_serverless_options(parser: argparse.ArgumentParser) -> None:
+    least, most = CONCURRENCY
+    parser.add_argument(
+        "--serverless",
+        metavar=FORM,
+        help="make a serverless endpoint (SageMaker Serverless Inference: CPUs only, billed per "
+        "request, none while idle) instead of one on instances: MEMORY_MB of memory per copy ("
+        + ", ".join(str(size) for size in MEMORY_SIZES_MB)
+        + f"), at most MAX_CONCURRENCY invocations at once ({least}-{most}, default "
+        f"{DEFAULT_MAX_CONCURRENCY}); the cpu image, and {SERVERLESS_MARKER}=true in the "
+        "model's environment",
+    )
+    parser.add_argument(
+        "--provisioned-concurrency",
+        type=int,
+        metavar="N",
+        help="with --serverless: keep N copies warm (at most MAX_CONCURRENCY), billed while "
+        "idle, so the first invocations wait for no cold start",
+    )
+
+
+def serverless(args: argparse.Namespace) -> Serverless | None:
+    """What --serverless and --provisioned-concurrency ask for (checked before: `checks`);
+    None for an endpoint on instances."""
+    if args.serverless is None:
+        return None
+    return parsed(args.serverless, args.provisioned_concurrency)
+
+
+def serverless_problems(args: argparse.Namespace) -> list[str | None]:
+    """Every problem of `deploy endpoint`'s serverless options, and of the options given beside
+    them that a serverless endpoint cannot take; also an endpoint given neither --serverless nor
+    --instance-type. A model prefix SageMaker would copy: `checks.copied_prefix_problem`."""
+    given = vars(args)
+    problems = [provisioned_problem(args.serverless, args.provisioned_concurrency)]
+    if args.serverless is None:
+        if args.instance_type is None:
+            problems.append(
+                "--instance-type or --serverless: deploy endpoint needs one, as --instance-type "
+                "ml.g5.2xlarge or --serverless 2048"
+            )
+        return problems
+    return [
+        serverless_problem(args.serverless),
+        *problems,
+        conflict_problem(given),
+        serverless_image_problem(args.image) if args.image else None,
+    ]
