@@ -180,11 +180,7 @@ def scheduling_args(env: Mapping[str, str], given: Sequence[str]) -> list[str]:
     if batch_api_on(env) and not _given("--scheduling-policy", given):
         args += ["--scheduling-policy", "priority"]
     priority = flag_value([*given, *args], "--scheduling-policy") == "priority"
-    if (
-        priority
-        and flag(env, BATCH_YIELD_VAR, True)
-        and not _given("--scheduler-cls", given)
-    ):
+    if priority and flag(env, BATCH_YIELD_VAR, True) and not _given("--scheduler-cls", given):
         args += ["--scheduler-cls", LIVE_FIRST_SCHEDULER]
     return args
 

@@ -29,6 +29,11 @@ def mem_available_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return mem_total_bytes()
+
+
+def mem_total_bytes() -> int:
+    """The machine's physical memory (what /proc/meminfo shows as MemTotal)."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 

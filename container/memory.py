@@ -99,9 +99,7 @@ def model(config: Mapping[str, Any], weights: int, args: Sequence[str]) -> Model
         dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     per_value = DTYPE_BYTES.get(dtype.lower(), 2)
     given = flag_value(args, "--max-model-len") or ""
-    context = _int(given) or next(
-        (n for key in CONTEXT_KEYS if (n := _int(config.get(key)))), 0
-    )
+    context = _int(given) or next((n for key in CONTEXT_KEYS if (n := _int(config.get(key)))), 0)
     return Model(weights, 2 * layers * kv_heads * head_dim * per_value, context)
 
 
@@ -177,9 +175,7 @@ def size(
     return sized
 
 
-def _too_small(
-    cap: int, need: int, parts: str, given: int | None, found: Model, base: int
-) -> str:
+def _too_small(cap: int, need: int, parts: str, given: int | None, found: Model, base: int) -> str:
     """The one line of a model that does not fit in `cap`."""
     wanted = "the KV cache asked for" if given is not None else "a KV cache for"
     kv_part = (

@@ -17,7 +17,7 @@ tests/container/test_modelinfos.py pins the names of vLLM's this relies on.
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # The cache root the image keeps what `build` made in (under SUBDIR, as vLLM's own).
@@ -53,17 +53,17 @@ def seed(env: Mapping[str, str], prebuilt: Path = PREBUILT) -> int:
     return copied
 
 
-def build(root: Path) -> tuple[int, int]:
-    """Inspect every lazily registered architecture of this vLLM in this process, into the
-    cache root `root`: (written, failed). An architecture whose module does not import here is
-    left to vLLM at start, as without this."""
+def build(root: Path, archs: Sequence[str] = ()) -> tuple[int, int]:
+    """Inspect every lazily registered architecture of this vLLM (or those of `archs`) in this
+    process, into the cache root `root`: (written, failed). An architecture whose module does
+    not import here is left to vLLM at start, as without this."""
     os.environ["VLLM_CACHE_ROOT"] = str(root)
     from vllm.model_executor.models import registry
 
     # In this process: the subprocess exists to keep CUDA out of vLLM's server process.
     registry._run_in_subprocess = lambda fn: fn()
     written = failed = 0
-    for arch in registry.ModelRegistry.get_supported_archs():
+    for arch in archs or registry.ModelRegistry.get_supported_archs():
         model = registry.ModelRegistry.models[arch]
         if not isinstance(model, registry._LazyRegisteredModel):
             continue

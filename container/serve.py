@@ -41,10 +41,19 @@ VLLM_SERVE = ("-m", "vllm_sagemaker.container.vllm_cli", "serve")
 
 
 def model_files(path: str) -> tuple[dict[str, Any], dict[str, int]]:
-    """A model directory's config.json and its files' sizes (empty where it cannot be read)."""
+    """A model directory's config.json and its files' sizes (empty where it cannot be read).
+    A file this user may not read is a ConfigError: vLLM would fail on it later, in words that
+    do not say why (a container may run under any uid, as on Serverless Inference)."""
     sizes: dict[str, int] = {}
     with contextlib.suppress(OSError), os.scandir(path) as entries:
         sizes = {entry.name: entry.stat().st_size for entry in entries if entry.is_file()}
+    unreadable = sorted(name for name in sizes if not os.access(os.path.join(path, name), os.R_OK))
+    if unreadable:
+        raise ConfigError(
+            f"this container's user (uid {os.getuid()}) cannot read the model's "
+            f"{', '.join(unreadable[:3])}{' and others' if len(unreadable) > 3 else ''} in "
+            f"{path}: make the files readable by any user (chmod -R a+rX) before packing them"
+        )
     config: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         with open(os.path.join(path, "config.json"), encoding="utf-8") as file:
@@ -56,14 +65,17 @@ def model_files(path: str) -> tuple[dict[str, Any], dict[str, int]]:
 def engine_memory(
     env: Mapping[str, str], args: Sequence[str], gpus: int, limits: cgroup.Limits
 ) -> memory.Sizing:
-    """The KV cache that fits this machine (`container.memory`): a capped container's memory is
-    its cgroup's limit when that is below the machine's memory."""
+    """The KV cache that fits this machine (`container.memory`): a container is capped when its
+    cgroup's limit is below the machine's memory, and then has what is left of the limit or
+    of the machine's free memory, whichever is less."""
     config, files = model_files(env_args.flag_value(args, "--model") or "")
     found = memory.model(config, memory.weights_bytes(files), args)
     available = hardware.mem_available_bytes()
     cap = limits.memory_bytes
-    if cap is not None and cap >= limits.memory_used_bytes + available:
+    if cap is not None and cap >= hardware.mem_total_bytes():
         cap = None
+    if cap is not None:
+        cap = min(cap, limits.memory_used_bytes + available)
     return memory.size(env, args, gpus, cap, available, found)
 
 

@@ -20,6 +20,8 @@ from typing import Any
 from tests.support import waiting
 from tests.support.servers import START_TIMEOUT_S
 from vllm_sagemaker.deploy.image import build
+from vllm_sagemaker.deploy.kit.plans.model import model_env
+from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER
 
 # What `make image` builds (podman names a local image under localhost/).
 IMAGE = "localhost/" + build.default_name("cpu")
@@ -59,6 +61,33 @@ except OSError as error:
     status, text = 0, str(error)
 print(json.dumps([status, text]))
 """
+
+
+def serverless_sandbox(memory_mb: int) -> list[str]:
+    """podman's options for SageMaker Serverless Inference's strictest sandbox (docs/
+    serverless.md): any non-root uid, a read-only root with only /tmp writable, no /dev/shm,
+    `memory_mb` as a hard cap with no swap, one CPU of quota."""
+    return [
+        "--read-only",
+        "--read-only-tmpfs=false",
+        "--tmpfs",
+        "/tmp:rw,mode=1777",
+        "--user",
+        "12345:12345",
+        "--ipc",
+        "none",
+        "--memory",
+        f"{memory_mb}m",
+        "--memory-swap",
+        f"{memory_mb}m",
+        "--cpus",
+        "1",
+    ]
+
+
+def serverless_env() -> dict[str, str]:
+    """The model's environment as `deploy endpoint --serverless` makes it."""
+    return model_env({SERVERLESS_MARKER: "true"}, None)
 
 
 def podman(*args: str, timeout: float = EXEC_TIMEOUT_S) -> subprocess.CompletedProcess[str]:

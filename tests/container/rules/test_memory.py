@@ -10,7 +10,9 @@ from vllm_sagemaker.container.memory import GIB, MIB, Model
 EMBEDDER = Model(weights_bytes=86 * MIB, kv_bytes_per_token=18432, max_model_len=512)
 CHAT = Model(weights_bytes=2 * MIB, kv_bytes_per_token=2048, max_model_len=4096)
 # A 1.3B chat model in bf16 with a 32k context.
-LARGE = Model(weights_bytes=2500 * MIB, kv_bytes_per_token=2 * 28 * 8 * 128 * 2, max_model_len=32768)
+LARGE = Model(
+    weights_bytes=2500 * MIB, kv_bytes_per_token=2 * 28 * 8 * 128 * 2, max_model_len=32768
+)
 
 
 @pytest.mark.parametrize(
@@ -134,10 +136,20 @@ def test_only_weight_files_count() -> None:
     [
         (0, 0, 2 * GIB, None),
         (1, 1, 2 * GIB, None),
-        (0, 1, 2 * GIB, "(1 kill(s) in the container's cgroup): the model and its load do not "
-         "fit in its limit of 2,048 MiB"),
-        (2, 4, None, "(2 kill(s) in the container's cgroup): the model and its load do not fit "
-         "in its memory"),
+        (
+            0,
+            1,
+            2 * GIB,
+            "(1 kill(s) in the container's cgroup): the model and its load do not "
+            "fit in its limit of 2,048 MiB",
+        ),
+        (
+            2,
+            4,
+            None,
+            "(2 kill(s) in the container's cgroup): the model and its load do not fit "
+            "in its memory",
+        ),
     ],
 )
 def test_a_kernel_oom_kill_is_named(
