@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sagemaker.container.env_args import flag_value
+from vllm_sagemaker.handler.core.config import SERVERLESS_MEMORY_SIZES_MB
 
 MIB = 1024**2
 GIB = 1024**3
@@ -35,9 +36,6 @@ HEADROOM_SHARE = 0.1
 HEADROOM_MIN_BYTES = 128 * MIB
 # The KV cache a capped container gets is a multiple of this.
 KV_STEP_BYTES = 16 * MIB
-# SageMaker Serverless Inference's memory sizes (MemorySizeInMB), for the line of a model that
-# does not fit.
-SERVERLESS_SIZES_MB = (1024, 2048, 3072, 4096, 5120, 6144)
 # Weights as a model directory holds them.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Bytes of one value by dtype name (vLLM's and transformers' spellings).
@@ -184,11 +182,11 @@ def _too_small(cap: int, need: int, parts: str, given: int | None, found: Model,
         else f"{wanted} one sequence of {found.max_model_len:,} tokens "
         f"({_mib(found.kv_bytes_per_token * found.max_model_len)})"
     )
-    sizes = [mb for mb in SERVERLESS_SIZES_MB if mb * MIB >= need]
+    sizes = [mb for mb in SERVERLESS_MEMORY_SIZES_MB if mb * MIB >= need]
     would = (
         f"Serverless Inference's MemorySizeInMB {sizes[0]} or more"
         if sizes
-        else f"more than Serverless Inference's {SERVERLESS_SIZES_MB[-1]} MB: an instance"
+        else f"more than Serverless Inference's {SERVERLESS_MEMORY_SIZES_MB[-1]} MB: an instance"
     )
     line = (
         f"the model does not fit in the container's {_mib(cap)} of memory (its cgroup's "

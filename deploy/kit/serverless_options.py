@@ -9,14 +9,13 @@ from vllm_sagemaker.deploy.kit.plans.serverless import (
     CONCURRENCY,
     DEFAULT_MAX_CONCURRENCY,
     FORM,
-    MEMORY_SIZES_MB,
     Serverless,
     conflict_problem,
     parsed,
     provisioned_problem,
     serverless_problem,
 )
-from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER
+from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
 
 
 def add_serverless_options(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +25,7 @@ def add_serverless_options(parser: argparse.ArgumentParser) -> None:
         metavar=FORM,
         help="make a serverless endpoint (SageMaker Serverless Inference: CPUs only, billed per "
         "request, none while idle) instead of one on instances: MEMORY_MB of memory per copy ("
-        + ", ".join(str(size) for size in MEMORY_SIZES_MB)
+        + ", ".join(str(size) for size in SERVERLESS_MEMORY_SIZES_MB)
         + f"), at most MAX_CONCURRENCY invocations at once ({least}-{most}, default "
         f"{DEFAULT_MAX_CONCURRENCY}); the cpu image, and {SERVERLESS_MARKER}=true in the "
         "model's environment",

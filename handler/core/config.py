@@ -38,8 +38,10 @@ REALTIME_PAYLOAD_MB = 6
 BATCH_PAYLOAD_MB = 100
 # SageMaker async inference: payloads up to 1 GB, invocations up to an hour.
 ASYNC_PAYLOAD_MB = 1024
-# SageMaker Serverless Inference: request and response bodies up to 4 MB, invocations up to 60 s.
+# SageMaker Serverless Inference: request and response bodies up to 4 MB, invocations up to 60 s,
+# memory in 1 GB steps (ProductionVariantServerlessConfig's MemorySizeInMB).
 SERVERLESS_PAYLOAD_MB = 4
+SERVERLESS_MEMORY_SIZES_MB = (1024, 2048, 3072, 4096, 5120, 6144)
 MAX_JSON_DEPTH = 64
 DEFAULT_RECORDS_IN_FLIGHT = 1024
 # 90 % of SageMaker's default InvocationsTimeoutInSeconds (600 s).

@@ -8,7 +8,6 @@ environment `deploy endpoint --serverless` gives the model.
 """
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import containers
+from tests.support import containers, model_factory
 from tests.support.containers import Container
 
 # Serverless Inference's ceilings: the first /ping 200 within 3 minutes of the start, each
@@ -86,18 +85,10 @@ def test_the_embedder_serves_in_2048_mb(models: dict[str, Path]) -> None:
     assert "no_shm path=/dev/shm lock=threading.Lock" in log
 
 
-def readable(model: Path, into: Path) -> Path:
-    """A copy of `model` any user may read, as a model packed for an any-uid container."""
-    copy = Path(shutil.copytree(model, into / model.name))
-    for path in [copy, *copy.iterdir()]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return copy
-
-
 def test_a_chat_model_serves_in_6144_mb(models: dict[str, Path], tmp_path: Path) -> None:
     """Chat and a streamed chat through /invocations."""
     chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "min_tokens": 4}
-    with serving(readable(models["chat"], tmp_path), 6144) as container:
+    with serving(model_factory.copy_with_mode(models["chat"], tmp_path, 0o644), 6144) as container:
         status, body = container.inside("/invocations", chat)
         assert status == 200, body
         assert json.loads(body)["usage"]["completion_tokens"] == 4
@@ -108,17 +99,18 @@ def test_a_chat_model_serves_in_6144_mb(models: dict[str, Path], tmp_path: Path)
         assert len(events) >= 3, body
 
 
-def test_a_model_this_user_cannot_read_is_one_line(models: dict[str, Path]) -> None:
-    """The tiny chat model as transformers saves it (its weights owner-only): serve names the
-    file and the fix, and exits 2 before vLLM starts."""
+def test_a_model_this_user_cannot_read_is_one_line(models: dict[str, Path], tmp_path: Path) -> None:
+    """The tiny chat model with owner-only files, run as another user: serve names a file and
+    the fix, and exits 2 before vLLM starts."""
+    private = model_factory.copy_with_mode(models["chat"], tmp_path, 0o600)
     with containers.running(
-        models["chat"], containers.serverless_env(), options=containers.serverless_sandbox(2048)
+        private, containers.serverless_env(), options=containers.serverless_sandbox(2048)
     ) as container:
         status = container.wait_exit(timeout=COLD_START_S)
         log = container.logs()
     assert status == 2, log
     (said,) = [line for line in log.splitlines() if "cannot read the model's" in line]
-    assert "uid 12345" in said and "model.safetensors" in said and "chmod -R a+rX" in said
+    assert "uid 12345" in said and "config.json" in said and "chmod -R a+rX" in said
     assert RESTARTED not in log
 
 

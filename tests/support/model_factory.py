@@ -12,6 +12,7 @@ Head dimension is 64 because the CPU attention kernels reject 16.
 
 import base64
 import hashlib
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -87,6 +88,16 @@ def make_chat_model(path: Path) -> Path:
     LlamaForCausalLM(config).save_pretrained(path)
     fast.save_pretrained(path)
     return path
+
+
+def copy_with_mode(model: Path, into: Path, file_mode: int) -> Path:
+    """A copy of the model folder `model` under `into`, its files in `file_mode` (0o644: any
+    user may read them, as a model packed for an any-uid container must be)."""
+    copy = Path(shutil.copytree(model, into / model.name))
+    for path in copy.iterdir():
+        path.chmod(file_mode)
+    copy.chmod(0o755)
+    return copy
 
 
 def make_cross_encoder(path: Path) -> Path:

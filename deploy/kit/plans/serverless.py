@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# ProductionVariantServerlessConfig: MemorySizeInMB in 1 GB steps, MaxConcurrency and
-# ProvisionedConcurrency from 1 to 200 (ProvisionedConcurrency at most MaxConcurrency).
-MEMORY_SIZES_MB = (1024, 2048, 3072, 4096, 5120, 6144)
+from vllm_sagemaker.handler.core.config import SERVERLESS_MEMORY_SIZES_MB
+
+# ProductionVariantServerlessConfig: MemorySizeInMB in 1 GB steps (SERVERLESS_MEMORY_SIZES_MB),
+# MaxConcurrency and ProvisionedConcurrency from 1 to 200 (ProvisionedConcurrency at most
+# MaxConcurrency).
 CONCURRENCY = (1, 200)
 # The SageMaker Python SDK's ServerlessInferenceConfig default.
 DEFAULT_MAX_CONCURRENCY = 5
@@ -88,11 +90,11 @@ def serverless_problem(value: str) -> str | None:
     found = parsed(value)
     if found is None:
         return f"--serverless {value!r}: give {FORM}, as 2048 or 2048:10"
-    if found.memory_mb not in MEMORY_SIZES_MB:
-        sizes = ", ".join(str(size) for size in MEMORY_SIZES_MB[:-1])
+    if found.memory_mb not in SERVERLESS_MEMORY_SIZES_MB:
+        sizes = ", ".join(str(size) for size in SERVERLESS_MEMORY_SIZES_MB[:-1])
         return (
             f"--serverless {value}: Serverless Inference's memory sizes are {sizes} and "
-            f"{MEMORY_SIZES_MB[-1]} MB"
+            f"{SERVERLESS_MEMORY_SIZES_MB[-1]} MB"
         )
     least, most = CONCURRENCY
     if not least <= found.max_concurrency <= most:
