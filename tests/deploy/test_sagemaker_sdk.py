@@ -17,7 +17,6 @@ Three things stand between the page and the suite, each handled here and nowhere
 """
 
 import contextlib
-import http.server
 import json
 import os
 import shlex
@@ -29,14 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from botocore.exceptions import ClientError
 
 from tests.deploy.deploying import NO_AWS, ROLE, deploy
 from tests.project.test_docs_commands import blocks
 from tests.support import processes
-from tests.support.local_http import serving
+from tests.support.local_http import in_front_of_moto, serving
 from tests.support.runtime_emulator import Runtime, runtime_emulator
 from tests.support.servers import Server
 
@@ -72,39 +70,17 @@ def page() -> Page:
     return Page(*shell, *python)
 
 
-def as_sagemaker_answers(moto: str) -> type[http.server.BaseHTTPRequestHandler]:
-    """moto's SageMaker API, with the empty structures SageMaker leaves out left out."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = {
-                name: value
-                for name, value in self.headers.items()
-                if name.lower() not in ("host", "content-length")
-            }
-            reply = httpx.post(moto + self.path, content=body, headers=headers, timeout=60)
-            content = reply.content
-            if reply.status_code == 200 and content:
-                answer = json.loads(content)
-                for key in LEFT_OUT_WHEN_EMPTY:
-                    if answer.get(key) == {}:
-                        del answer[key]
-                content = json.dumps(answer).encode()
-            self.send_response(reply.status_code)
-            for name, value in reply.headers.items():
-                if name.lower() not in ("content-length", "transfer-encoding", "connection"):
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-    return Handler
+def as_sagemaker_answers(
+    operation: str, params: dict[str, Any], status: int, content: bytes
+) -> bytes:
+    """moto's SageMaker answer, with the empty structures SageMaker leaves out left out."""
+    if status != 200 or not content:
+        return content
+    answer = json.loads(content)
+    for key in LEFT_OUT_WHEN_EMPTY:
+        if answer.get(key) == {}:
+            del answer[key]
+    return json.dumps(answer).encode()
 
 
 @dataclass(frozen=True)
@@ -170,7 +146,9 @@ def deployed(
     python = sdk_python(documented.install, tmp_path_factory.mktemp("sagemaker-sdk"))
     runtime = Runtime({CHAT: chat_server.url, EMBEDDER: embed_server.url})
     with contextlib.ExitStack() as stack:
-        front = stack.enter_context(serving(as_sagemaker_answers(aws["AWS_ENDPOINT_URL"])))
+        front = stack.enter_context(
+            serving(in_front_of_moto(aws["AWS_ENDPOINT_URL"], as_sagemaker_answers))
+        )
         emulator = stack.enter_context(runtime_emulator(runtime))
         env = {
             **os.environ,

@@ -3,8 +3,9 @@ container that is still starting or stops mid-run)."""
 
 import contextlib
 import http.server
+import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,45 @@ def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# The header of an AWS JSON call naming its operation (`SageMaker.DescribeTransformJob`).
+TARGET = "X-Amz-Target"
+# (operation, its parameters, moto's status, moto's body) -> the body to answer with.
+Rewrite = Callable[[str, dict[str, Any], int, bytes], bytes]
+HOP_BY_HOP = ("content-length", "transfer-encoding", "connection")
+
+
+def in_front_of_moto(moto: str, rewrite: Rewrite) -> type[http.server.BaseHTTPRequestHandler]:
+    """A handler that forwards each AWS JSON call to moto's server at `moto` and answers what
+    moto answered, its body as `rewrite` makes it (an emulator adding what moto lacks)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            headers = {
+                name: value
+                for name, value in self.headers.items()
+                if name.lower() not in ("host", "content-length")
+            }
+            reply = httpx.post(moto + self.path, content=body, headers=headers, timeout=60)
+            operation = self.headers.get(TARGET, "").rsplit(".", 1)[-1]
+            params = json.loads(body or b"{}")
+            content = rewrite(operation, params, reply.status_code, reply.content)
+            self.send_response(reply.status_code)
+            for name, value in reply.headers.items():
+                if name.lower() not in HOP_BY_HOP:
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+    return Handler
 
 
 @dataclass

@@ -19,7 +19,6 @@ whose container failed does. `on_create` is called with each job's name before i
 """
 
 import contextlib
-import http.server
 import json
 import threading
 import time
@@ -32,9 +31,8 @@ from typing import Any
 import boto3
 import httpx
 
-from tests.support.local_http import serving
+from tests.support.local_http import Rewrite, in_front_of_moto, serving
 
-TARGET = "X-Amz-Target"
 MB = 1024 * 1024
 DEFAULTS: dict[str, Any] = {
     "MaxConcurrentTransforms": 1,
@@ -196,37 +194,21 @@ class Fleet:
         threading.Thread(target=work, daemon=True).start()
 
 
-def _handler(fleet: Fleet) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def _rewrite(fleet: Fleet) -> Rewrite:
+    """What the emulator adds to moto's answers: a transform job that runs, and its state."""
 
-        def log_message(self, *args: object) -> None:
-            pass
+    def rewrite(operation: str, params: dict[str, Any], status: int, content: bytes) -> bytes:
+        if status == 200 and operation == "CreateTransformJob":
+            fleet.start(params)
+        elif status == 200 and operation == "DescribeTransformJob":
+            with fleet.lock:
+                state = dict(fleet.jobs.get(params["TransformJobName"], {}))
+            content = json.dumps({**json.loads(content), **state}).encode()
+        return content
 
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-            reply = httpx.post(fleet.moto + self.path, content=body, headers=headers, timeout=60)
-            content = reply.content
-            operation = self.headers.get(TARGET, "").rsplit(".", 1)[-1]
-            params = json.loads(body or b"{}")
-            if reply.status_code == 200 and operation == "CreateTransformJob":
-                fleet.start(params)
-            elif reply.status_code == 200 and operation == "DescribeTransformJob":
-                with fleet.lock:
-                    state = dict(fleet.jobs.get(params["TransformJobName"], {}))
-                content = json.dumps({**json.loads(content), **state}).encode()
-            self.send_response(reply.status_code)
-            for name in ("Content-Type", "x-amzn-RequestId"):
-                if name in reply.headers:
-                    self.send_header(name, reply.headers[name])
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-    return Handler
+    return rewrite
 
 
 def transform_emulator(fleet: Fleet) -> contextlib.AbstractContextManager[str]:
     """`fleet` served on a free port of 127.0.0.1; entering gives its URL."""
-    return serving(_handler(fleet))
+    return serving(in_front_of_moto(fleet.moto, _rewrite(fleet)))
