@@ -20,8 +20,10 @@ from typing import Any
 from tests.support import waiting
 from tests.support.servers import START_TIMEOUT_S
 from vllm_sagemaker.deploy.image import build
-from vllm_sagemaker.deploy.kit.plans.model import model_env
-from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER
+from vllm_sagemaker.deploy.kit.plans.endpoint import endpoint_calls
+from vllm_sagemaker.deploy.kit.plans.model import ModelSource
+from vllm_sagemaker.deploy.kit.plans.scaling import metrics_env
+from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
 
 # What `make image` builds (podman names a local image under localhost/).
 IMAGE = "localhost/" + build.default_name("cpu")
@@ -86,8 +88,14 @@ def serverless_sandbox(memory_mb: int) -> list[str]:
 
 
 def serverless_env() -> dict[str, str]:
-    """The model's environment as `deploy endpoint --serverless` makes it."""
-    return model_env({SERVERLESS_MARKER: "true"}, None)
+    """The model's environment as `deploy endpoint --serverless 2048 --model-data ...` plans it
+    (the model unpacked in /opt/ml/model, as here)."""
+    name = "serverless-test"
+    source = ModelSource(model_data="s3://bucket/model.tar.gz")
+    env = metrics_env({}, name, None)
+    create_model, *_ = endpoint_calls(name, IMAGE, source, Serverless(2048), env, "role")
+    environment: dict[str, str] = create_model.params["PrimaryContainer"]["Environment"]
+    return environment
 
 
 def podman(*args: str, timeout: float = EXEC_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
