@@ -132,7 +132,7 @@ def test_a_model_that_does_not_fit_stops_at_once_with_one_line(
 
 
 @pytest.mark.parametrize("memory_mb", [256])
-def test_a_kernel_oom_kill_is_named_in_one_line(memory_mb: int) -> None:
+def test_a_kernel_oom_kill_is_named_in_one_line(memory_mb: int, tmp_path: Path) -> None:
     """serve's supervisor over a process the kernel kills for memory inside the cgroup (a
     stand-in for an engine that outgrew its estimate): one line says so."""
     script = (
@@ -154,6 +154,7 @@ def test_a_kernel_oom_kill_is_named_in_one_line(memory_mb: int) -> None:
         containers.IMAGE,
         "-c",
         script,
+        cwd=tmp_path,
     )
     said = [line for line in done.stderr.splitlines() if "OOM killer" in line]
     assert done.returncode == 1, done.stderr

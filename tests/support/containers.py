@@ -98,8 +98,14 @@ def serverless_env() -> dict[str, str]:
     return environment
 
 
-def podman(*args: str, timeout: float = EXEC_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+def podman(
+    *args: str, timeout: float = EXEC_TIMEOUT_S, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """podman with `args`; in `cwd` where it may leave a file (conmon writes `oom` in its working
+    directory when the kernel killed a process of the container)."""
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
 
 
 @dataclass
