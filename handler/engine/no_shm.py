@@ -12,24 +12,18 @@ processes, so a thread lock does the same work.
 
 The package registers `register` as a vLLM general plugin (entry point `vllm.general_plugins`),
 which vLLM loads in its engine core before it makes the executor (`EngineCore.__init__`).
-tests/handler/rules/test_no_shm.py pins the names this relies on in vLLM's code.
+tests/handler/test_no_shm.py pins the names this relies on in vLLM's code.
 """
 
 import importlib
-import os
 import threading
 
+from vllm_sagemaker.handler.core.shm import SHM_PATH, shm_usable
 from vllm_sagemaker.handler.process.logs import logfmt, logger
 
-SHM_PATH = "/dev/shm"
 # vLLM's module that takes `Lock` from multiprocessing, and the name it holds it under.
 EXECUTOR_MODULE = "vllm.v1.executor.uniproc_executor"
 LOCK_NAME = "Lock"
-
-
-def shm_usable(path: str = SHM_PATH) -> bool:
-    """/dev/shm exists and this process may make files in it (a POSIX semaphore is one)."""
-    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 
 def register() -> None:

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import API_KEY, AUTH
 from tests.support import cli, processes, servers, waiting
 from tests.support.model_factory import embedder_path
-from vllm_sagemaker.container import env_args, restarts
+from vllm_sagemaker.container import cgroup, env_args, restarts, serve, system
 
 
 def run_serve(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -315,3 +315,28 @@ def test_a_clean_exit_of_vllm_is_not_restarted(disposable: dict[str, servers.Ser
 def test_ping_is_empty(embed_server: servers.Server) -> None:
     answer = httpx.get(embed_server.url + "/ping")
     assert (answer.status_code, answer.content) == (200, b"")
+
+
+@pytest.mark.parametrize(
+    ("env", "kv_value"),
+    [
+        ({"SM_VLLM_KV_CACHE_MEMORY_BYTES": "1G"}, "1G"),
+        ({}, None),
+    ],
+)
+def test_a_capped_container_gets_one_kv_cache_size(
+    env: dict[str, str], kv_value: str | None, tmp_path: Path
+) -> None:
+    """Under a cgroup's memory cap, the size the user gave (in vLLM's spelling) is the only one
+    on vLLM's command line; without one, serve's own is."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+    facts = system.System((), True, 8 * 1024**3)
+    command, _, said = serve.server_command(
+        {"SM_VLLM_MODEL": str(model), **env}, [], facts, cgroup.Limits(memory_bytes=4 * 1024**3)
+    )
+    assert command.count("--kv-cache-memory-bytes") == 1
+    value = command[command.index("--kv-cache-memory-bytes") + 1]
+    assert value == kv_value if kv_value else int(value) > 0
+    assert any("memory is capped at" in line for line in said)

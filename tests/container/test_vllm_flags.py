@@ -4,9 +4,14 @@ only builds its parser, in a process of its own."""
 
 import json
 import sys
+from argparse import ArgumentTypeError
+
+import pytest
+from vllm.utils.argparse_utils import human_readable_int
 
 from tests.container.test_serve import run_serve
 from tests.support import processes, vllm_options
+from vllm_sagemaker.container import memory
 from vllm_sagemaker.handler.core import sm_vllm
 from vllm_sagemaker.handler.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS, VLLM_VERSION
 
@@ -36,3 +41,15 @@ def test_serve_stops_on_a_misspelled_name_before_vllm() -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"serve: {sm_vllm.unknown_flag('SM_VLLM_MAX_MODLE_LEN')}"]
     assert "did you mean SM_VLLM_MAX_MODEL_LEN (--max-model-len)?" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "4096", "1k", "1K", "25.6k", "2M", "3G", "1t", "1.5G", "x", ""]
+)
+def test_a_size_is_read_as_vllm_reads_it(value: str) -> None:
+    """serve's reading of a size option (container/memory.py) against vLLM's own."""
+    try:
+        theirs: int | None = human_readable_int(value)
+    except (ArgumentTypeError, ValueError):
+        theirs = None
+    assert memory.readable_int(value) == theirs

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sagemaker.handler.core.shm import shm_usable
 from vllm_sagemaker.handler.engine import no_shm
 
 
@@ -44,5 +45,5 @@ def test_without_dev_shm_the_executor_gets_a_thread_lock(
 
 
 def test_dev_shm_is_usable_when_it_is_a_folder_this_process_may_write(tmp_path: Path) -> None:
-    assert no_shm.shm_usable(str(tmp_path))
-    assert not no_shm.shm_usable(str(tmp_path / "none"))
+    assert shm_usable(str(tmp_path))
+    assert not shm_usable(str(tmp_path / "none"))

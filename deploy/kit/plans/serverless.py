@@ -133,7 +133,7 @@ def conflict_problem(given: Mapping[str, Any]) -> str | None:
     return None
 
 
-def is_serverless(config: Mapping[str, Any]) -> bool:
+def config_is_serverless(config: Mapping[str, Any]) -> bool:
     """Whether an endpoint config (DescribeEndpointConfig's answer) is serverless."""
     return any("ServerlessConfig" in variant for variant in config.get("ProductionVariants", []))
 
@@ -141,7 +141,7 @@ def is_serverless(config: Mapping[str, Any]) -> bool:
 def update_problem(name: str, config: Mapping[str, Any]) -> str | None:
     """Why the endpoint `name`, whose config is `config`, cannot be updated to serverless: AWS
     refuses to update an instance-based endpoint to serverless (the other way it allows)."""
-    if is_serverless(config):
+    if config_is_serverless(config):
         return None
     return (
         f"endpoint {name} runs on instances, and AWS refuses to update an instance-based "

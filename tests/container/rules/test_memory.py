@@ -15,15 +15,19 @@ LARGE = Model(
 )
 
 
+KV = "--kv-cache-memory-bytes"
+
+
 @pytest.mark.parametrize(
-    ("env", "args", "gpus", "cap_mib", "found", "kv_args", "kv_env"),
+    ("env", "args", "gpus", "cap_mib", "found", "kv_args", "kv_env", "said"),
     [
         # No cap (an instance): a quarter of the memory free in whole GiB, as before.
-        ({}, [], 0, None, EMBEDDER, [], {"VLLM_CPU_KVCACHE_SPACE": "6"}),
-        ({"VLLM_CPU_KVCACHE_SPACE": "3"}, [], 0, None, EMBEDDER, [], {}),
+        ({}, [], 0, None, EMBEDDER, [], {"VLLM_CPU_KVCACHE_SPACE": "6"}, False),
+        ({"VLLM_CPU_KVCACHE_SPACE": "3"}, [], 0, None, EMBEDDER, [], {}, False),
+        ({}, [KV, "1G"], 0, None, EMBEDDER, [], {}, False),
         # Capped (Serverless Inference's sizes): a quarter of the cap, in bytes.
-        ({}, [], 0, 2048, EMBEDDER, ["--kv-cache-memory-bytes", str(512 * MIB)], {}),
-        ({}, [], 0, 6144, CHAT, ["--kv-cache-memory-bytes", str(1536 * MIB)], {}),
+        ({}, [], 0, 2048, EMBEDDER, [KV, str(512 * MIB)], {}, True),
+        ({}, [], 0, 6144, CHAT, [KV, str(1536 * MIB)], {}, True),
         # ... at most what is left beside the weights, vLLM's processes and the headroom.
         (
             {},
@@ -31,13 +35,18 @@ LARGE = Model(
             0,
             6144,
             Model(3500 * MIB, LARGE.kv_bytes_per_token, 8192),
-            ["--kv-cache-memory-bytes", str(928 * MIB)],
+            [KV, str(928 * MIB)],
             {},
+            True,
         ),
-        # A KV cache the user sized that fits: kept.
-        ({"SM_VLLM_KV_CACHE_MEMORY_BYTES": str(256 * MIB)}, [], 0, 2048, EMBEDDER, [], {}),
+        # A KV cache the user sized that fits: kept, in vLLM's spellings of a size.
+        ({}, [KV, str(256 * MIB)], 0, 2048, EMBEDDER, [], {}, True),
+        ({}, [KV, "256M"], 0, 2048, EMBEDDER, [], {}, True),
+        # ... or one vLLM will refuse itself: left to vLLM, never a second flag.
+        ({}, [KV, "lots"], 0, 2048, EMBEDDER, [], {}, False),
+        ({"VLLM_CPU_KVCACHE_SPACE": "many"}, [], 0, 2048, EMBEDDER, [], {}, False),
         # GPUs: nothing.
-        ({}, [], 1, 2048, EMBEDDER, [], {}),
+        ({}, [], 1, 2048, EMBEDDER, [], {}, False),
     ],
 )
 def test_the_kv_cache_fits(
@@ -48,11 +57,12 @@ def test_the_kv_cache_fits(
     found: Model,
     kv_args: list[str],
     kv_env: dict[str, str],
+    said: bool,
 ) -> None:
     cap = cap_mib * MIB if cap_mib else None
     sized = memory.size(env, args, gpus, cap, 24 * GIB, found)
     assert (sized.args, sized.env, sized.problems) == (kv_args, kv_env, [])
-    assert len(sized.notes) == (cap is not None and not gpus)
+    assert len(sized.notes) == said
 
 
 @pytest.mark.parametrize(
@@ -121,6 +131,7 @@ def test_a_context_given_on_the_command_line_wins_over_the_config() -> None:
     assert memory.model(config, 5, ["--max-model-len", "4096", "--dtype", "float32"]) == Model(
         5, 2 * 28 * 8 * 128 * 4, 4096
     )
+    assert memory.model(config, 5, ["--max-model-len", "8k"]).max_model_len == 8000
     nested = {"architectures": ["X"], "text_config": config}
     assert memory.model(nested, 0, []).kv_bytes_per_token == 2 * 28 * 8 * 128 * 2
     assert memory.model({}, 0, []) == Model()
