@@ -127,7 +127,7 @@ def needs(env: Mapping[str, str], args: Sequence[str], gpus: int, system: System
         f"{SHM_PATH} cannot be written"
         if free is None
         else f"{SHM_PATH} has {free // MIB} MiB free"
-    ) + f"; vLLM's multiprocess executor needs {need // MIB}"
+    ) + f"; vLLM's multiprocess executor needs {need // MIB} MiB"
     if size == 1:
         result.env[IN_PROCESS_VAR] = "0"
         result.notes.append(
@@ -136,7 +136,7 @@ def needs(env: Mapping[str, str], args: Sequence[str], gpus: int, system: System
         )
     else:
         result.problems.append(
-            f"{room} MiB for {size} CPU workers: give the container more shared memory "
+            f"{room} for {size} CPU workers: give the container more shared memory "
             "(docker run --shm-size), or run one worker"
         )
     return result
