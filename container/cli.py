@@ -112,13 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if debug or command in ("", "serve"):
             raise
-        from vllm_sagemaker.deploy.base.errors import explain
+        from vllm_sagemaker.deploy.base.errors import client_error
 
-        line = explain(error)
-        if line is None:
+        found = client_error(error)
+        if found is None:
             raise
-        print(f"{command}: {line}", file=sys.stderr)
-        return 1
+        print(f"{command}: {found.line}", file=sys.stderr)
+        return found.status
 
 
 def _ctrl_c(given: list[str], command: str) -> contextlib.AbstractContextManager[None]:

@@ -1,22 +1,50 @@
-"""The client's one error path: an error a user can cause, as the one line that says what failed,
-the value, and what to do.
+"""The client's one error model: `ClientError`, a failure a user can cause, carrying the one line
+that says what failed, the value, and what to do, and the exit status the command ends with.
 
-Every client command (`transform`, `batch`, `deploy ...`) ends here when an error reaches the top
-(`container.cli`): a missing or unwritable path, no credentials or region, access denied, a URL
-nobody answers, a tool the command runs (`deploy image`'s builder) that failed; the AWS ones are
-`deploy.base.aws_lines`'s (credentials: `deploy.base.credentials`). Such an error is
-one line on stderr and exit status 1; anything else is a bug and keeps its traceback. `--debug`
-(or VLLM_SAGEMAKER_DEBUG=1) shows the traceback of any error.
+It is raised where the failure is known and printed in one place, the top (`container.cli`), as
+`COMMAND: LINE`. An error of a library (an OS error, an HTTP transport error, boto3's and AWS's,
+credentials') is made a `ClientError` by `client_error`, which hands each kind to the one
+function that translates it (AWS: `deploy.base.aws_lines`; credentials:
+`deploy.base.credentials`). Anything else is a bug and keeps its traceback. `--debug` (or
+VLLM_SAGEMAKER_DEBUG=1) shows the traceback of any error.
 """
 
 import shlex
 import signal
 import subprocess
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
-from vllm_sagemaker.deploy.base import storage
-from vllm_sagemaker.deploy.base.aws_lines import aws_line
+# Exit statuses: the run failed (1); an option or input was refused before anything ran (2).
+FAILED = 1
+USAGE_ERROR = 2
+
+
+class ClientError(Exception):
+    """A failure a user can cause: `line` says what failed and what to do; the command ends with
+    exit status `status`."""
+
+    status = FAILED
+
+    def __init__(self, line: str, status: int | None = None) -> None:
+        super().__init__(line)
+        self.line = line
+        if status is not None:
+            self.status = status
+
+
+class Refused(ClientError):
+    """An option or input refused before anything ran: exit status USAGE_ERROR."""
+
+    status = USAGE_ERROR
+
+
+def refuse(problem: str | None) -> None:
+    """Refused, when there is a problem."""
+    if problem:
+        raise Refused(problem)
 
 
 def _path_error(error: OSError) -> str:
@@ -32,8 +60,27 @@ def _path_error(error: OSError) -> str:
     return f"{path}: {error.strerror or error}"
 
 
+def client_error(error: BaseException) -> ClientError | None:
+    """`error` as the ClientError a user reads; None for a bug."""
+    if isinstance(error, ClientError):
+        return error
+    line = _library_line(error)
+    return None if line is None else ClientError(line)
+
+
 def explain(error: BaseException) -> str | None:
     """The line for an error a user can cause; None for anything else (a bug)."""
+    found = client_error(error)
+    return None if found is None else found.line
+
+
+def _library_line(error: BaseException) -> str | None:
+    # Imported here: the options' checks raise `Refused` with no boto3 or httpx loaded.
+    import httpx
+
+    from vllm_sagemaker.deploy.base import storage
+    from vllm_sagemaker.deploy.base.aws_lines import aws_line
+
     if isinstance(error, storage.Unreachable):
         return str(error)
     if isinstance(error, subprocess.CalledProcessError):
@@ -60,7 +107,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _url(error: httpx.TransportError) -> str:
+def _url(error: "httpx.TransportError") -> str:
     try:
         return str(error.request.url)
     except RuntimeError:  # raised before a request was made

@@ -17,7 +17,7 @@ from botocore import xform_name
 from vllm_sagemaker.deploy.base import credentials, storage
 from vllm_sagemaker.deploy.base.aws_errors import missing
 from vllm_sagemaker.deploy.base.calls import Call
-from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.deploy.base.errors import ClientError, explain
 from vllm_sagemaker.handler.core import s3_uri
 
 T = TypeVar("T")
@@ -84,13 +84,13 @@ class Reads:
         return self.required(listed, f"the objects under {prefix}")
 
     def required(self, read: Callable[[], T], what: str) -> T:
-        """`read()`; SystemExit with one line naming the read when AWS cannot be asked."""
+        """`read()`; ClientError naming the read when AWS cannot be asked."""
         try:
             return read()
         except Exception as error:
             if not unreachable(error):
                 raise
-            raise SystemExit(f"deploy: cannot read {what}: {_told(error)}") from None
+            raise ClientError(f"cannot read {what}: {_told(error)}") from None
 
     def guarded(self, read: Callable[[], T], what: str, assumption: str, instead: T) -> T:
         """`read()`, or for a dry run that cannot ask AWS, `instead` (the `assumption` made is

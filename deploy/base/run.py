@@ -15,9 +15,9 @@ from botocore import xform_name
 
 from vllm_sagemaker.deploy.base import profile, storage
 from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S, Call, Lines, Undo, to_json
-from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
 from vllm_sagemaker.deploy.base.interrupts import Interrupted, wait_line
-from vllm_sagemaker.deploy.base.say import say, stopped, unprefixed
+from vllm_sagemaker.deploy.base.say import say
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 # How many of the objects a failed run wrote and leaves its line names.
@@ -111,28 +111,17 @@ class Rollback:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if isinstance(error, SystemExit) and error.code in (None, 0):
-            return
-        if not isinstance(error, (Exception, SystemExit)):
+        if not isinstance(error, Exception):
             return  # none, or Ctrl-C: the interrupted run says what it left
-        told = self._failure(error)
+        found = client_error(error)
+        told = None if found is None else found.line
+        if told is not None and self.failed is not None:
+            told = call_failed(self.failed, told)
         line = self._rolled_back(told or f"{type(error).__name__}: {error}")
-        if told is None:  # a bug: its traceback follows
+        if found is None:  # a bug: its traceback follows
             say(line)
             return
-        raise stopped(line) from error
-
-    def _failure(self, error: BaseException) -> str | None:
-        """The line of what failed: the call that failed and why; None for a bug."""
-        said: str | None
-        if isinstance(error, SystemExit):
-            code = error.code
-            said = unprefixed(code) if isinstance(code, str) else f"exit status {code}"
-        else:
-            said = explain(error)
-        if said is None or self.failed is None:
-            return said
-        return call_failed(self.failed, said)
+        raise ClientError(line, found.status) from error
 
     def _rolled_back(self, failure: str) -> str:
         taken = [undo for call in reversed(self.made) if (undo := self.undo(call))]
@@ -213,7 +202,7 @@ def described(call: Call) -> str:
 
 
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:
-    """Poll `describe` until its status is in `done` (returned) or `failed` (SystemExit).
+    """Poll `describe` until its status is in `done` (returned) or `failed` (ClientError).
     Ctrl-C stops the wait, not what is waited for: `interrupts.Interrupted`, whose line says
     that it goes on and how to check it or take it back."""
     client = boto3.client(describe.service)
@@ -230,7 +219,7 @@ def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) 
                 return answer
             if status in failed:
                 reason = answer.get("FailureReason", "no reason given")
-                raise stopped(f"{described(describe)}: {status}: {reason}")
+                raise ClientError(f"{described(describe)}: {status}: {reason}")
             time.sleep(POLL_S)
     except KeyboardInterrupt:
         line = wait_line(

@@ -1,5 +1,5 @@
-"""The one prefix of the deploy kit's lines on stderr: `say` writes a note, `stopped` is the
-SystemExit (exit status 1) of a failure, both as `deploy: <text>`.
+"""The one prefix of the deploy kit's notes on stderr: `say` writes one as `deploy: <text>` (a
+failure is a `deploy.base.errors.ClientError`, printed with the same prefix by the top).
 
 In the base because the plan machinery (`deploy.base.run`) writes such lines too; the commands
 take `say` from `deploy.kit.options`. No boto3 here: `deploy.kit.cli` says before any command
@@ -13,14 +13,3 @@ PREFIX = "deploy: "
 
 def say(text: str) -> None:
     print(PREFIX + text, file=sys.stderr, flush=True)
-
-
-def stopped(text: str) -> SystemExit:
-    """The exit of a run that failed (status 1), with its one line."""
-    return SystemExit(PREFIX + text)
-
-
-def unprefixed(line: str) -> str:
-    """A line as said, without its prefix (a line said elsewhere, to be said again as part of
-    another)."""
-    return line.removeprefix(PREFIX)

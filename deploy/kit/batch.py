@@ -5,11 +5,12 @@ import argparse
 import sys
 
 from vllm_sagemaker.deploy.base import interrupts
+from vllm_sagemaker.deploy.base.errors import refuse
 from vllm_sagemaker.deploy.base.invoke import api_key
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs, refuse
+from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem

@@ -45,7 +45,6 @@ from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.environment import environment_problems
 
 # The exit status of a refused option, as argparse's for the options it refuses itself.
-USAGE_ERROR = 2
 NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a letter or digit"
 # CreateTransformJob: MaxPayloadInMB from 0 (no limit: chunked encoding) to 100, and with
 # MaxConcurrentTransforms, their product at most 100 MB as well.
@@ -70,16 +69,6 @@ NO_ROLE = (
     f"--role: not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role "
     f"SageMaker runs the model as) or set {ROLE_VARIABLE}"
 )
-
-
-class Refused(Exception):
-    """An option's value a command refuses before it calls AWS: exit status USAGE_ERROR."""
-
-
-def refuse(problem: str | None) -> None:
-    """Refused, when there is a problem."""
-    if problem:
-        raise Refused(problem)
 
 
 def name_problem(name: str, derived: Sequence[tuple[str, str]] = ()) -> str | None:

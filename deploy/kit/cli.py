@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 from vllm_sagemaker.deploy.base import profile, region
 from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S
+from vllm_sagemaker.deploy.base.errors import USAGE_ERROR
 from vllm_sagemaker.deploy.base.invoke import add_api_key_argument
 from vllm_sagemaker.deploy.image.build import ENGINES, REPOSITORY
 from vllm_sagemaker.deploy.image.builders import BUILDERS
 from vllm_sagemaker.deploy.kit import checks
-from vllm_sagemaker.deploy.kit.checks import USAGE_ERROR, Refused
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.endpoint import DEFAULT_INSTANCE_COUNT
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
@@ -39,11 +39,7 @@ def main(args: argparse.Namespace) -> int:
     for warning in findings.warnings:
         say(f"warning: {warning}")
     region.use_region(args.region, os.environ)
-    try:
-        return dispatch(args.deploy_command)(args)
-    except Refused as refused:
-        say(str(refused))
-        return USAGE_ERROR
+    return dispatch(args.deploy_command)(args)
 
 
 def dispatch(name: str) -> Callable[[argparse.Namespace], int]:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.dashboard import dashboard_body, dashboard_call
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, metrics_env
@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     found = container_of(reads, args.name)
     region = run_region() or "<region>"
     if found is None:
-        raise stopped(
+        raise ClientError(
             f"no endpoint named {args.name} in {region}: the dashboard draws an endpoint's "
             "metrics; deploy it first (`vllm-sagemaker deploy endpoint`)"
         )

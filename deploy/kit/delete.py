@@ -8,10 +8,9 @@ import argparse
 
 import botocore.exceptions
 
-from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.deploy.base.errors import ClientError, explain
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.run import call_failed, execute
-from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.delete import delete_plan
 from vllm_sagemaker.deploy.kit.plans.rollback import touched
@@ -22,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
     for line in kept:
         say(line)
     if not calls:
-        raise stopped(
+        raise ClientError(
             f"nothing to delete: no endpoint, endpoint config or model named {args.name} or "
             f"{args.name}-<UTC time>"
         )

@@ -14,12 +14,12 @@ import argparse
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
-from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.image import build
-from vllm_sagemaker.deploy.kit.checks import Refused, env_from_pairs, refuse
+from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, serverless_note, source
 from vllm_sagemaker.deploy.kit.plans.endpoint import (
@@ -59,7 +59,7 @@ def default_image(reads: Reads, target: str) -> str:
         return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{tag}"
     where = run_region()
     if found is None:
-        raise stopped(
+        raise ClientError(
             f"no --image given, and ECR holds no repository {repository} in {where}: " + first
         )
     images = Call(
@@ -68,7 +68,7 @@ def default_image(reads: Reads, target: str) -> str:
         {"repositoryName": repository, "imageIds": [{"imageTag": tag}]},
     )
     if reads.describe(images) is None:
-        raise stopped(
+        raise ClientError(
             f"no --image given, and ECR's {repository} in {where} holds no image tagged {tag}: "
             + first
         )
@@ -114,7 +114,7 @@ def update_refused(reads: Reads, name: str, existing: dict[str, Any]) -> None:
     )
     problem = update_problem(name, reads.describe(current) or {})
     if problem:
-        raise stopped(problem)
+        raise ClientError(problem)
 
 
 def main(args: argparse.Namespace) -> int:

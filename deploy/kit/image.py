@@ -10,12 +10,11 @@ import subprocess
 from pathlib import Path
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute
-from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.image import build, builders
-from vllm_sagemaker.deploy.kit.checks import Refused, refuse
 from vllm_sagemaker.deploy.kit.image_checks import image_name_problem
 from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
@@ -89,4 +88,4 @@ def _run_builder(command: list[str], stdin: str | None = None) -> None:
             check=True,
         )
     except OSError as error:  # the builder went from PATH, or cannot run
-        raise stopped(f"{command[0]} could not start: {error.strerror}") from error
+        raise ClientError(f"{command[0]} could not start: {error.strerror}") from error

@@ -16,10 +16,11 @@ import httpx
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put
 from vllm_sagemaker.deploy.base.error_answers import message
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.kit import token
-from vllm_sagemaker.deploy.kit.checks import Refused, json_problem
+from vllm_sagemaker.deploy.kit.checks import json_problem
 from vllm_sagemaker.handler.core.errors import status_phrase
 
 
@@ -39,13 +40,13 @@ def async_output(reads: Reads, name: str) -> str:
     if endpoint is None and reads.assumed:
         return "s3://<S3OutputPath>"
     if endpoint is None:
-        raise SystemExit(f"deploy: there is no endpoint named {name}")
+        raise ClientError(f"there is no endpoint named {name}")
     config_name = endpoint["EndpointConfigName"]
     describe = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
     config = reads.describe(describe) or {}
     output = config.get("AsyncInferenceConfig", {}).get("OutputConfig", {}).get("S3OutputPath")
     if not output:
-        raise SystemExit(f"deploy: {name} is not an async endpoint (deploy it with --async-output)")
+        raise ClientError(f"{name} is not an async endpoint (deploy it with --async-output)")
     return str(output)
 
 
@@ -81,7 +82,7 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
             reply.read()
             status = reply.status_code
             told = message(reply.content) or status_phrase(status)
-            raise SystemExit(f"deploy: {url} answered {status}: {told}")
+            raise ClientError(f"{url} answered {status}: {told}")
         if not args.stream:
             sys.stdout.buffer.write(reply.read() + b"\n")
             return 0

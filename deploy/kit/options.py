@@ -9,6 +9,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from vllm_sagemaker.deploy.base.errors import Refused
 from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
@@ -32,8 +33,7 @@ def role(args: argparse.Namespace, reads: "Reads") -> str:
             f"execution role; the real run needs --role ARN or {ROLE_VARIABLE}"
         )
         return ROLE_PLACEHOLDER
-    # Imported here: checks loads this module (through token).
-    from vllm_sagemaker.deploy.kit.checks import NO_ROLE, Refused
+    from vllm_sagemaker.deploy.kit.checks import NO_ROLE
 
     raise Refused(NO_ROLE)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.options import say
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def existing_endpoint(reads: "Reads", name: str) -> None:
         reads.describe(call, f"the plan assumes endpoint {name} exists") is None
         and not reads.assumed
     ):
-        raise SystemExit(f"deploy: {no_endpoint(name, run_region())}")
+        raise ClientError(f"{no_endpoint(name, run_region())}")
 
 
 def main(args: argparse.Namespace) -> int:

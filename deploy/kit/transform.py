@@ -7,11 +7,11 @@ import argparse
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
-from vllm_sagemaker.deploy.base.say import stopped
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs, refuse
+from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
@@ -24,7 +24,9 @@ def main(args: argparse.Namespace) -> int:
     reads = Reads(args.dry_run)
     describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
     if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
-        raise stopped(f"a transform job named {args.name} exists; give the new job another --name")
+        raise ClientError(
+            f"a transform job named {args.name} exists; give the new job another --name"
+        )
     env = model_env(env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))
     input_prefix, shards, shard_notes = shard_plan(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_sagemaker.deploy.base.calls import Call
-from vllm_sagemaker.deploy.base.say import stopped
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.handler.core import cloudwatch
@@ -122,7 +122,7 @@ def model_differences(existing: Mapping[str, Any], planned: Call, role_known: bo
 
 def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
     """The CreateModel call, unless SageMaker holds that model already as the kit would create
-    it (then none, and a note saying so); SystemExit naming the difference when it holds another
+    it (then none, and a note saying so); ClientError naming the difference when it holds another
     model of that name."""
     name = model.params["ModelName"]
     existing = reads.describe(
@@ -134,7 +134,7 @@ def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
     role_known = model.params["ExecutionRoleArn"] != ROLE_PLACEHOLDER
     differences = model_differences(existing, model, role_known)
     if differences:
-        raise stopped(
+        raise ClientError(
             f"a model named {name} exists and differs from this one ("
             + "; ".join(differences)
             + "); give another --name, or delete that model first"

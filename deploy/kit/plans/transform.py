@@ -5,8 +5,8 @@ from typing import Any
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.say import stopped
 from vllm_sagemaker.deploy.kit.plans import shards
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.handler.core import s3_uri
@@ -70,7 +70,7 @@ def shard_plan(
         try:
             return storage.list_inputs(input_prefix)
         except FileNotFoundError:
-            raise stopped(f"no input files under --input {input_prefix}") from None
+            raise ClientError(f"no input files under --input {input_prefix}") from None
 
     files = reads.guarded(
         listed,
@@ -96,7 +96,7 @@ def shard_plan(
     found = reads.s3_keys(target)
     foreign = [key for key in found if not shards.is_shard(key)]
     if foreign:
-        raise stopped(
+        raise ClientError(
             f"{target} holds {foreign[0]}, which no cut wrote, and the job would read it: remove "
             "it, or give the job another --name"
         )
