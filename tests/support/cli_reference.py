@@ -14,6 +14,8 @@ from tests import ROOT
 from vllm_sagemaker.container import cli, serve
 
 PATH = ROOT / "docs" / "cli.md"
+# `serve` is documented once, under its own name; this line starts it too.
+SERVE_ALIAS = "vllm-sagemaker serve"
 HEADER = """# Command reference
 
 Every command and option, written from the commands' own definitions by
@@ -38,6 +40,16 @@ what it kept and how to go on (`batch: stopped: 96 lines answered and kept in ou
 same command with --resume to finish`; a `deploy` command waiting for SageMaker names what goes
 on there and how to check or delete it), with exit status 130. A second Ctrl-C while it stops
 ends it at once, also with one line.
+
+**Dry runs.** Every `deploy` command takes `--dry-run`: it reads what decides the plan, writes
+nothing, and prints what the real run would do. Most print AWS calls, a JSON array of
+`{"service", "operation", "params"}` (`endpoint`, `transform`, `batch`, `delete`, `dashboard`,
+`invoke` to InvokeEndpoint or InvokeEndpointAsync); some print commands or requests instead, as
+what they run is not an AWS call: `image` prints its ECR calls, then the builder's commands
+(`then: buildah ...`, on stderr); `invoke --openai` prints the HTTP request (method, URL and
+body) it would send; `token` prints the `export OPENAI_BASE_URL=...` line (the token itself is
+made when it runs); `batch --local` prints the fleet's preview (lines, refused lines, shards).
+`serve --dry-run` prints the vLLM command `serve` would start.
 """
 
 
@@ -59,7 +71,8 @@ def commands() -> Iterator[tuple[str, argparse.ArgumentParser]]:
         if not children:
             yield prefix, parser
         for name, child in children.items():
-            yield from walk(f"{prefix} {name}", child)
+            if f"{prefix} {name}" != SERVE_ALIAS:
+                yield from walk(f"{prefix} {name}", child)
 
     yield from walk("vllm-sagemaker", cli.build_parser())
 
@@ -89,7 +102,8 @@ def option_row(action: argparse.Action) -> str:
 def render() -> str:
     parts = [HEADER]
     for line, parser in commands():
-        parts.append(f"\n## `{line}`\n")
+        title = f"`{line}` (also `{SERVE_ALIAS}`)" if line == "serve" else f"`{line}`"
+        parts.append(f"\n## {title}\n")
         if parser.description:
             parts.append(f"\n{parser.description}\n")
         rows = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
