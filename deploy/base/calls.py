@@ -30,10 +30,12 @@ class Undo:
     """How a failed run takes back one call it made (`deploy.base.run.Rollback`): `what` names
     what the call touched, as a line says it ("model llm"); `call` deletes what it created, or
     None where nothing can be taken back without touching what was there before (an object a
-    PutObject wrote may have replaced one)."""
+    PutObject wrote may have replaced one, an UpdateEndpoint switched an endpoint); `uses`
+    names what it runs on ("endpoint config llm"), which stays while it stays."""
 
     what: str
     call: Call | None = None
+    uses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -62,11 +62,16 @@ def rollback_line(
     not_removed: Sequence[tuple[str, str]] = (),
     written: Sequence[str] = (),
     kept: bool = False,
+    changed: Sequence[str] = (),
+    in_use: Sequence[str] = (),
 ) -> str:
-    """The one line of a failed run: what failed, then what this run created and took back
-    (`removed`; with `kept`, left on purpose), what it could not take back (what, why) and what
-    it wrote that stays (a write cannot be told from what was there before)."""
-    parts = [failure]
+    """The one line of a failed run: what failed, what it changed that stays (an endpoint it
+    switched) and what that uses (`in_use`: never removed), then what this run created and took
+    back (`removed`; with `kept`, left on purpose), what it could not take back (what, why) and
+    what it wrote that stays (a write cannot be told from what was there before)."""
+    parts = [failure, *changed]
+    if in_use:
+        parts.append(f"kept {_listed(in_use)} (in use)")
     if removed:
         parts.append(
             f"kept {_listed(removed)} ({KEEP_OPTION})" if kept else f"removed {_listed(removed)}"
@@ -124,23 +129,35 @@ class Rollback:
         raise ClientError(line, found.status) from error
 
     def _rolled_back(self, failure: str) -> str:
+        """Take back, newest first, what the run created, except what stays uses (`Undo.uses`):
+        what an endpoint the run switched runs on, or what an undeleted one does."""
         taken = [undo for call in reversed(self.made) if (undo := self.undo(call))]
+        stays = [undo for undo in taken if undo.call is None]
+        written = [undo.what for undo in reversed(stays) if not undo.uses]
+        changed = [undo.what for undo in stays if undo.uses]
         removable = [undo for undo in taken if undo.call is not None]
-        written = [undo.what for undo in reversed(taken) if undo.call is None]
         if self.keep:
-            return rollback_line(failure, [u.what for u in removable], (), written, kept=True)
+            kept = [undo.what for undo in removable]
+            return rollback_line(failure, kept, (), written, kept=True, changed=changed)
+        used = {name for undo in stays for name in undo.uses}
         removed: list[str] = []
+        in_use: list[str] = []
         not_removed: list[tuple[str, str]] = []
         with _LineReader() as lines:
             for undo in removable:
                 assert undo.call is not None
+                if undo.what in used:
+                    in_use.append(undo.what)
+                    used.update(undo.uses)
+                    continue
                 try:
                     _make(undo.call, lines)
                 except Exception as error:
                     not_removed.append((undo.what, explain(error) or repr(error)))
+                    used.update(undo.uses)
                 else:
                     removed.append(undo.what)
-        return rollback_line(failure, removed, not_removed, written)
+        return rollback_line(failure, removed, not_removed, written, False, changed, in_use)
 
 
 def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:

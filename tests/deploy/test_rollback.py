@@ -65,6 +65,38 @@ def test_a_failed_update_removes_only_its_new_version(role: str) -> None:
     assert deploy("delete", "--name", "rb-up").returncode == 0
 
 
+def test_a_failed_update_keeps_what_the_switched_endpoint_runs_on(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """UpdateEndpoint was made (moto has none: it is answered), then the scaling failed: the
+    endpoint runs on the new version, so its config and model stay, and the line says so."""
+    assert (
+        run(capsys, "deploy", "endpoint", "--no-wait", *model_options("rb-on", "ml.m5.xlarge"))[0]
+        == 0
+    )
+    before = state()
+
+    def refused(params: dict[str, Any], **_: Any) -> Answer:
+        return answered({"Error": {"Code": "ValidationException", "Message": "no"}}, 400)
+
+    with answering("UpdateEndpoint", lambda params: answered({"EndpointArn": "arn"})):
+        assert boto3.DEFAULT_SESSION is not None
+        boto3.DEFAULT_SESSION.events.register(
+            "before-call.application-auto-scaling.RegisterScalableTarget", refused
+        )
+        options = model_options("rb-on", "ml.m5.xlarge", autoscale="1:2")
+        status, _, err = run(capsys, "deploy", "endpoint", *options)
+    assert status == 1 and "Traceback" not in err
+    after = state()
+    (version,) = set(after["configs"]) - set(before["configs"])
+    assert set(after["models"]) - set(before["models"]) == {version}
+    assert err.splitlines()[-1] == (
+        "deploy: RegisterScalableTarget failed: ValidationException: no; endpoint rb-on runs on "
+        f"{version} now (UpdateEndpoint was made); kept endpoint config {version} and model "
+        f"{version} (in use)"
+    )
+
+
 def test_an_endpoint_that_ends_failed_is_removed(
     role: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,7 +6,8 @@ so deleting it touches nothing that was there before. An update, a deletion and 
 nothing back; an object or file a plan wrote may have replaced one that was there, so it stays
 and the line says so. Application Auto Scaling's RegisterScalableTarget and PutScalingPolicy
 create or replace: what they created is deregistered and deleted, what they replaced (the plan
-read it: `plans.scaling.replaced`) stays, as a write does (`undo_beside`).
+read it: `plans.scaling.replaced`) stays, as a write does (`undo_beside`). An UpdateEndpoint
+switched a live endpoint: it stays, and so do the config and model it now runs on.
 """
 
 from collections.abc import Callable, Sequence
@@ -63,12 +64,26 @@ def _deletion(call: Call) -> Call | None:
     return None
 
 
+def _uses(call: Call) -> tuple[str, ...]:
+    """What the endpoint or config a call makes runs on: its config, its variants' models."""
+    params = call.params
+    if call.operation in ("CreateEndpoint", "UpdateEndpoint"):
+        return (f"endpoint config {params['EndpointConfigName']}",)
+    return tuple(f"model {v['ModelName']}" for v in params.get("ProductionVariants", ()))
+
+
 def undo(call: Call) -> Undo | None:
     """How a failed run takes `call` back: the deletion of what it created, a write that stays
-    (Undo without a call), or None (it left nothing to take back)."""
+    (Undo without a call), an UpdateEndpoint that stays with what the endpoint now runs on, or
+    None (it left nothing to take back)."""
     deletion = _deletion(call)
     if deletion is not None:
-        return Undo(touched(call), deletion)
+        return Undo(touched(call), deletion, _uses(call))
+    if call.operation == "UpdateEndpoint":
+        name, config = call.params["EndpointName"], call.params["EndpointConfigName"]
+        return Undo(
+            f"endpoint {name} runs on {config} now (UpdateEndpoint was made)", None, _uses(call)
+        )
     if (call.service, call.operation) in _WRITES:
         return Undo(touched(call))
     return None

@@ -34,11 +34,16 @@ UPDATE = endpoint_calls(
             Undo(
                 "endpoint config llm",
                 Call(SAGEMAKER, "DeleteEndpointConfig", {"EndpointConfigName": "llm"}),
+                ("model llm",),
             ),
         ),
         (
             ENDPOINT[2],
-            Undo("endpoint llm", Call(SAGEMAKER, "DeleteEndpoint", {"EndpointName": "llm"})),
+            Undo(
+                "endpoint llm",
+                Call(SAGEMAKER, "DeleteEndpoint", {"EndpointName": "llm"}),
+                ("endpoint config llm",),
+            ),
         ),
         (
             UPDATE[0],
@@ -47,8 +52,15 @@ UPDATE = endpoint_calls(
                 Call(SAGEMAKER, "DeleteModel", {"ModelName": "llm-20260101-000000"}),
             ),
         ),
-        # An update changes what stood before: nothing to take back.
-        (UPDATE[2], None),
+        # An update switched a live endpoint: it stays, with what the endpoint now runs on.
+        (
+            UPDATE[2],
+            Undo(
+                "endpoint llm runs on llm-20260101-000000 now (UpdateEndpoint was made)",
+                None,
+                ("endpoint config llm-20260101-000000",),
+            ),
+        ),
         (
             Call("ecr", "CreateRepository", {"repositoryName": "vllm", "tags": []}),
             Undo(
@@ -106,6 +118,10 @@ def test_how_a_line_names_what_a_call_touches(call: Call, name: str) -> None:
             "DeleteEndpointConfig: X)",
         ),
         (("F", [], [], ["s3://b/1"]), "F; what it wrote stays: s3://b/1"),
+        (
+            ("F", [], [], [], False, ["endpoint e runs on c now"], ["endpoint config c"]),
+            "F; endpoint e runs on c now; kept endpoint config c (in use)",
+        ),
         (
             ("F", ["model m"], [], ["s3://b/1", "s3://b/2", "s3://b/3", "s3://b/4"]),
             "F; removed model m; what it wrote stays: s3://b/1, s3://b/2 and 2 more",
