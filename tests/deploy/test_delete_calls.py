@@ -11,7 +11,16 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from tests.deploy.deploying import IMAGE, ROLE, model_options
-from tests.deploy.recording import identity, recorded, run, state, writes
+from tests.deploy.recording import (
+    Answer,
+    answered,
+    answering,
+    identity,
+    recorded,
+    run,
+    state,
+    writes,
+)
 
 
 def version_of(name: str, when: str, image: str = IMAGE) -> None:
@@ -127,3 +136,64 @@ def test_delete_keeps_a_config_of_another_name(
     assert run(capsys, "deploy", "delete", "--name", "rec-mine")[0] == 0
     after = state()
     assert "rec-other" in after["configs"] and "rec-other" in after["models"]
+
+
+def test_delete_keeps_a_version_another_endpoint_runs_on(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another endpoint was pointed at one of `rec-v`'s versions: that config and its model stay,
+    said; the rest of `rec-v` goes."""
+    options = model_options("rec-v", "ml.g4dn.xlarge")
+    assert run(capsys, "deploy", "endpoint", "--no-wait", *options)[0] == 0
+    version_of("rec-v", "20250101-000000")
+    boto3.client("sagemaker").create_endpoint(
+        EndpointName="rec-other-v", EndpointConfigName="rec-v-20250101-000000"
+    )
+    status, _, err = run(capsys, "deploy", "delete", "--name", "rec-v")
+    assert status == 0, err
+    assert "keeps endpoint config rec-v-20250101-000000: endpoint rec-other-v runs on it" in err
+    assert "keeps model rec-v-20250101-000000: endpoint rec-other-v runs on it" in err
+    after = state()
+    assert [c for c in after["configs"] if c.startswith("rec-v")] == ["rec-v-20250101-000000"]
+    assert [m for m in after["models"] if m.startswith("rec-v")] == ["rec-v-20250101-000000"]
+
+
+def test_a_refused_endpoint_deletion_keeps_its_scaling(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The endpoint goes first: when AWS refuses it, the endpoint keeps scaling and nothing else
+    is deleted; the one line says so (exit status 1)."""
+    options = model_options("rec-scaled", "ml.g4dn.xlarge", autoscale="1:2")
+    assert run(capsys, "deploy", "endpoint", *options)[0] == 0
+    before = state()
+
+    def refuse(params: dict[str, Any]) -> Answer:
+        return answered({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, 403)
+
+    with answering("DeleteEndpoint", refuse):
+        status, _, err = run(capsys, "deploy", "delete", "--name", "rec-scaled")
+    assert status == 1
+    told = err.splitlines()[-1]
+    assert told.startswith("deploy: DeleteEndpoint failed: ") and told.endswith(
+        "; its scaling, endpoint configs and models are kept while it stands"
+    ), told
+    assert state() == before
+    status, out, _ = run(capsys, "deploy", "delete", "--name", "rec-scaled", "--dry-run")
+    assert [c["operation"] for c in json.loads(out)][:3] == [
+        "DeleteEndpoint",
+        "DeleteScalingPolicy",
+        "DeregisterScalableTarget",
+    ]
+    assert run(capsys, "deploy", "delete", "--name", "rec-scaled")[0] == 0
+    assert state()["scalable_targets"] == [
+        t for t in before["scalable_targets"] if "rec-scaled" not in t[0]
+    ]
+
+
+def test_nothing_to_delete_names_the_region(role: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "deploy", "delete", "--name", "rec-none")
+    assert (status, err.splitlines()[-1]) == (
+        1,
+        "deploy: nothing to delete in us-east-1: no endpoint, endpoint config or model named "
+        "rec-none or rec-none-<UTC time>",
+    )

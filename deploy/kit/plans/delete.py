@@ -1,6 +1,6 @@
-"""`deploy delete`'s calls: the scaling policies and scalable targets of the endpoint NAME's
-variants, the endpoint NAME, and every endpoint config and model named NAME or `NAME-<UTC time>`
-(the kit's versions of it); nothing else (`NAME-prod` is another's)."""
+"""`deploy delete`'s calls: the endpoint NAME, the scaling policies and scalable targets of its
+variants, and every endpoint config and model named NAME or `NAME-<UTC time>` (the kit's versions
+of it) that no other endpoint runs on; nothing else (`NAME-prod` is another's)."""
 
 from collections.abc import Sequence
 
@@ -10,11 +10,17 @@ from vllm_sagemaker.deploy.kit.plans.names import is_version_of
 from vllm_sagemaker.deploy.kit.plans.scaling import scaling_deletions, standing
 
 
-def delete_calls(endpoint: str | None, configs: Sequence[str], models: Sequence[str]) -> list[Call]:
-    """What `deploy delete` removes: the endpoint (None: there is none), then the endpoint
-    configs and models, each once, in the order given."""
+def delete_calls(
+    endpoint: str | None,
+    configs: Sequence[str],
+    models: Sequence[str],
+    scaling: Sequence[Call] = (),
+) -> list[Call]:
+    """What `deploy delete` removes: the endpoint (None: there is none), its `scaling`'s
+    deletions, then the endpoint configs and models, each once, in the order given."""
     return [
         *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": endpoint})] if endpoint else []),
+        *scaling,
         *(
             Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c})
             for c in dict.fromkeys(configs)
@@ -23,24 +29,27 @@ def delete_calls(endpoint: str | None, configs: Sequence[str], models: Sequence[
     ]
 
 
+def _runs_on(reads: Reads, endpoint: str) -> tuple[str, list[str]]:
+    """The endpoint config an endpoint runs on, and that config's models."""
+    found = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": endpoint}))
+    config = (found or {}).get("EndpointConfigName", "")
+    read = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config})
+    variants = (reads.describe(read) or {}).get("ProductionVariants", []) if config else []
+    return config, [variant["ModelName"] for variant in variants]
+
+
 def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
-    """What `deploy delete --name NAME` removes, and what it keeps that the endpoint uses under
-    another name."""
+    """What `deploy delete --name NAME` removes, and what it keeps, said: what the endpoint uses
+    under another name, and any config or model of NAME's that another endpoint runs on (deleting
+    it would leave that endpoint unable to scale or to replace an instance)."""
     endpoint = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}))
     kept: list[str] = []
     if endpoint:
-        current = endpoint["EndpointConfigName"]
-        config = reads.describe(
-            Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": current})
-        )
-        used = [("endpoint config", current)] + [
-            ("model", variant["ModelName"])
-            for variant in (config or {}).get("ProductionVariants", [])
-        ]
+        config, models = _runs_on(reads, name)
         kept = [
-            f"keeps {kind} {used_name}: endpoint {name} uses it, but the name is not {name}'s"
-            for kind, used_name in used
-            if not is_version_of(name, used_name)
+            f"keeps {kind} {used}: endpoint {name} uses it, but the name is not {name}'s"
+            for kind, used in [("endpoint config", config), *(("model", m) for m in models)]
+            if not is_version_of(name, used)
         ]
     configs, models = (
         [
@@ -53,5 +62,13 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
             ("ListModels", "Models", "ModelName"),
         )
     )
+    others = [e for e in reads.names("ListEndpoints", "Endpoints", "EndpointName") if e != name]
+    for other in others if configs or models else []:
+        config, used = _runs_on(reads, other)
+        for kind, names, held in (("endpoint config", configs, [config]), ("model", models, used)):
+            for taken in [n for n in names if n in held]:
+                names.remove(taken)
+                kept.append(f"keeps {kind} {taken}: endpoint {other} runs on it")
     scaled = scaling_deletions(name, *standing(reads, name))
-    return scaled + delete_calls(name if endpoint else None, configs, models), kept
+    # The endpoint first: while it stands (its deletion refused), it keeps its scaling.
+    return delete_calls(name if endpoint else None, configs, models, scaled), kept
