@@ -26,6 +26,7 @@ from vllm_sagemaker.deploy.kit.plans.endpoint import (
     DEFAULT_INSTANCE_COUNT,
     Instances,
     endpoint_calls,
+    update_warnings,
 )
 from vllm_sagemaker.deploy.kit.plans.instances import image_target
 from vllm_sagemaker.deploy.kit.plans.names import version
@@ -104,17 +105,31 @@ def image_for(where: Instances | Serverless) -> str:
     return target
 
 
-def update_refused(reads: Reads, name: str, existing: dict[str, Any]) -> None:
+def update_checked(
+    reads: Reads, name: str, existing: dict[str, Any], where: Instances | Serverless, scales: bool
+) -> tuple[list[Any], list[Any]]:
     """Stop in one line when the endpoint `name` (DescribeEndpoint's answer `existing`) runs on
-    instances: AWS refuses to update it to serverless."""
-    current = Call(
+    instances and is asked to be serverless (AWS refuses that update); say what the update
+    should warn of. Its scalable targets and policies, as read when the update asks to scale
+    (`scales`) or changes an instance type."""
+    config = Call(
         "sagemaker",
         "DescribeEndpointConfig",
         {"EndpointConfigName": existing["EndpointConfigName"]},
     )
-    problem = update_problem(name, reads.describe(current) or {})
+    current = reads.describe(config) or {}
+    problem = update_problem(name, current) if isinstance(where, Serverless) else None
     if problem:
         raise ClientError(problem)
+    variants = current.get("ProductionVariants", [])
+    wanted = where.instance_type if isinstance(where, Instances) else None
+    moved = any(variant.get("InstanceType", wanted) != wanted for variant in variants)
+    targets, policies = standing(reads, name) if scales or moved else ([], [])
+    tags = reads.describe(Call("sagemaker", "ListTags", {"ResourceArn": existing["EndpointArn"]}))
+    scaled = [target["ResourceId"] for target in targets]
+    for line in update_warnings(name, (tags or {}).get("Tags", []), variants, scaled, where):
+        say(line)
+    return targets, policies
 
 
 def main(args: argparse.Namespace) -> int:
@@ -133,8 +148,8 @@ def main(args: argparse.Namespace) -> int:
         f"the plan assumes endpoint {args.name} does not exist; if it does, the run creates a "
         f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead" + refused,
     )
-    if existing and isinstance(where, Serverless):
-        update_refused(reads, args.name, existing)
+    asked = scaling(args)
+    held = update_checked(reads, args.name, existing, where, bool(asked)) if existing else ([], [])
     image = args.image or default_image(reads, image_for(where))
     if isinstance(where, Serverless):
         serverless_note(where)
@@ -143,7 +158,6 @@ def main(args: argparse.Namespace) -> int:
     updated = version() if existing else None
     if updated:
         say(f"{args.name} exists; the run updates it to version {updated}")
-    asked = scaling(args)
     env = metrics_env(env_from_pairs(args.env), args.name, asked)
     calls = endpoint_calls(
         args.name,
@@ -158,11 +172,11 @@ def main(args: argparse.Namespace) -> int:
     scaled = scaling_calls(args.name, asked, env) if asked else []
     # An update's target and policy may stand already: the run replaces them, and a failed run
     # leaves what it replaced.
-    held = replaced(scaled, *standing(reads, args.name)) if scaled and existing else []
+    kept = replaced(scaled, *held)
     if args.dry_run:
         execute(calls + scaled, True, reads.assumed)
         return 0
-    with Rollback(undo_beside(held), args.keep_on_failure) as rollback:
+    with Rollback(undo_beside(kept), args.keep_on_failure) as rollback:
         execute(calls, False, rollback=rollback)
         if not args.no_wait:
             wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})

@@ -8,7 +8,14 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.deploy.deploying import CHECKOUT, fake_builders, model_options, put_image, recorded_calls
+from tests.deploy.deploying import (
+    CHECKOUT,
+    IMAGE,
+    fake_builders,
+    model_options,
+    put_image,
+    recorded_calls,
+)
 from tests.deploy.recording import dry_then_real, identity, recorded, run, state, writes
 
 
@@ -43,6 +50,41 @@ def test_an_existing_endpoint_plans_an_update(
         ("sagemaker", "UpdateEndpoint", "rec-up"),
     ]
     assert "rec-up exists; the run updates it" in err
+
+
+def test_an_update_warns_of_an_endpoint_the_kit_did_not_make(
+    role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint made by hand (no created-by tag): its update's dry run says so."""
+    sagemaker = boto3.client("sagemaker")
+    container = {"Image": IMAGE}
+    sagemaker.create_model(ModelName="rec-hand", PrimaryContainer=container, ExecutionRoleArn=role)
+    variant = {
+        "VariantName": "AllTraffic",
+        "ModelName": "rec-hand",
+        "InstanceType": "ml.g4dn.xlarge",
+        "InitialInstanceCount": 1,
+    }
+    sagemaker.create_endpoint_config(EndpointConfigName="rec-hand", ProductionVariants=[variant])
+    sagemaker.create_endpoint(EndpointName="rec-hand", EndpointConfigName="rec-hand")
+    options = model_options("rec-hand", "ml.g4dn.xlarge")
+    status, _, err = run(capsys, "deploy", "endpoint", *options, "--dry-run")
+    assert status == 0, err
+    assert (
+        "deploy: warning: endpoint rec-hand has no created-by tag (the kit did not make it)" in err
+    )
+    scaled = model_options("rec-kit", "ml.g4dn.xlarge", autoscale="1:2")
+    assert run(capsys, "deploy", "endpoint", *scaled)[0] == 0
+    status, _, err = run(capsys, "deploy", "endpoint", *scaled, "--dry-run")
+    assert status == 0 and "warning" not in err, err
+    moved = model_options("rec-kit", "ml.m5.xlarge")
+    status, _, err = run(capsys, "deploy", "endpoint", *moved, "--dry-run")
+    assert status == 0, err
+    assert (
+        "deploy: warning: variant AllTraffic of rec-kit scales (Application Auto Scaling) on "
+        "ml.g4dn.xlarge, and SageMaker fails an update that changes its instance type to "
+        "ml.m5.xlarge" in err
+    )
 
 
 def test_invoke_sync_and_async(role: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,15 +2,15 @@
 that exists, a new version of the model and config and an UpdateEndpoint; its one variant runs
 on instances or serverless (`plans.serverless`)."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource, create_model, model_env
-from vllm_sagemaker.deploy.kit.plans.names import TAGS, versioned
-from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT
+from vllm_sagemaker.deploy.kit.plans.names import TAGS, made_by_kit, versioned
+from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, resource_id
 from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER, SERVERLESS_MARKER
 
@@ -85,3 +85,31 @@ def endpoint_calls(
         if version
         else Call("sagemaker", "CreateEndpoint", {**endpoint, "Tags": TAGS}),
     ]
+
+
+def update_warnings(
+    name: str,
+    tags: Sequence[Mapping[str, str]],
+    variants: Sequence[Mapping[str, Any]],
+    scaled: Sequence[str],
+    hosting: Instances | Serverless,
+) -> list[str]:
+    """What an update of the endpoint `name` (its `tags`, its config's `variants`, the ResourceIds
+    of its scalable targets) should warn of: an endpoint the kit did not make, and a variant that
+    scales whose instance type the update changes (SageMaker fails that update)."""
+    lines = []
+    if not made_by_kit(tags):
+        lines.append(
+            f"warning: endpoint {name} has no {TAGS[0]['Key']} tag (the kit did not make it): "
+            f"the update replaces its config with the kit's own, named {name}-<UTC time>"
+        )
+    wanted = hosting.instance_type if isinstance(hosting, Instances) else None
+    for variant in variants:
+        held, variant_name = variant.get("InstanceType"), variant.get("VariantName", "")
+        if wanted and held and held != wanted and resource_id(name, variant_name) in scaled:
+            lines.append(
+                f"warning: variant {variant_name} of {name} scales (Application Auto Scaling) on "
+                f"{held}, and SageMaker fails an update that changes its instance type to "
+                f"{wanted}: deregister its scalable target {resource_id(name, variant_name)} first"
+            )
+    return lines

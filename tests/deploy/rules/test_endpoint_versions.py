@@ -117,3 +117,35 @@ def test_model_differences(held: dict[str, Any], role_known: bool, differences: 
     for key, value in held.items():
         (existing if key == "ExecutionRoleArn" else container)[key] = value
     assert model_plan.model_differences(existing, planned, role_known) == differences
+
+
+KIT = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
+ON_G5 = [{"VariantName": "AllTraffic", "InstanceType": "ml.g5.2xlarge"}]
+SCALED = ["endpoint/llm/variant/AllTraffic"]
+NOT_KIT = (
+    "warning: endpoint llm has no created-by tag (the kit did not make it): the update replaces "
+    "its config with the kit's own, named llm-<UTC time>"
+)
+MOVED = (
+    "warning: variant AllTraffic of llm scales (Application Auto Scaling) on ml.g5.2xlarge, and "
+    "SageMaker fails an update that changes its instance type to ml.g5.12xlarge: deregister its "
+    "scalable target endpoint/llm/variant/AllTraffic first"
+)
+
+
+@pytest.mark.parametrize(
+    ("tags", "scaled", "instance_type", "lines"),
+    [
+        (KIT, SCALED, "ml.g5.2xlarge", []),
+        (KIT, [], "ml.g5.12xlarge", []),
+        ([], [], "ml.g5.2xlarge", [NOT_KIT]),
+        ([{"Key": "created-by", "Value": "someone"}], [], "ml.g5.2xlarge", [NOT_KIT]),
+        (KIT, SCALED, "ml.g5.12xlarge", [MOVED]),
+        (KIT, ["endpoint/llm-prod/variant/AllTraffic"], "ml.g5.12xlarge", []),
+    ],
+)
+def test_what_an_update_warns_of(
+    tags: list[dict[str, str]], scaled: list[str], instance_type: str, lines: list[str]
+) -> None:
+    where = endpoint_plan.Instances(instance_type)
+    assert endpoint_plan.update_warnings("llm", tags, ON_G5, scaled, where) == lines
