@@ -17,7 +17,11 @@ from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.kit.options import say
-from vllm_sagemaker.deploy.kit.plans.dashboard import dashboard_body, dashboard_call
+from vllm_sagemaker.deploy.kit.plans.dashboard import (
+    dashboard_body,
+    dashboard_call,
+    metrics_warning,
+)
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, metrics_env
 
 
@@ -72,6 +76,9 @@ def main(args: argparse.Namespace) -> int:
             f"no endpoint named {args.name} in {region}: the dashboard draws an endpoint's "
             "metrics; deploy it first (`vllm-sagemaker deploy endpoint`)"
         )
+    warning = None if reads.assumed else metrics_warning(args.name, found.env)
+    if warning:
+        say(warning)
     body = dashboard_body(region, args.name, found.variant, found.env, found.serverless)
     call = dashboard_call(args.name, body)
     answers = execute([call], args.dry_run, reads.assumed)

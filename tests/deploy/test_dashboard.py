@@ -12,8 +12,20 @@ from tests.deploy.recording import dry_then_real, recorded, run, state
 
 
 def test_dashboard_of_an_endpoint(role: str, capsys: pytest.CaptureFixture[str]) -> None:
-    options = model_options("dash", "ml.g4dn.xlarge", env="SAGEMAKER_METRICS_NAMESPACE=Team/LLM")
+    env = "SAGEMAKER_METRICS_NAMESPACE=Team/LLM"
+    options = model_options("dash", "ml.g4dn.xlarge", env=env)
     assert run(capsys, "deploy", "endpoint", *options)[0] == 0
+    status, _, err = run(capsys, "deploy", "dashboard", "--name", "dash", "--dry-run")
+    assert status == 0, err
+    assert (
+        "deploy: warning: endpoint dash's container writes none of its own metrics "
+        "(SAGEMAKER_METRICS is unset in its model's environment)" in err
+    )
+    assert run(capsys, "deploy", "delete", "--name", "dash")[0] == 0
+    assert (
+        run(capsys, "deploy", "endpoint", *options, "--env", "SAGEMAKER_METRICS=cloudwatch")[0] == 0
+    )
+    assert "warning" not in run(capsys, "deploy", "dashboard", "--name", "dash", "--dry-run")[2]
     written = dry_then_real(capsys, "deploy", "dashboard", "--name", "dash")
     assert written == [("cloudwatch", "PutDashboard", "dash")]
     body = json.loads(

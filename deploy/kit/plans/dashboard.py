@@ -205,6 +205,19 @@ def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Wid
     return widgets
 
 
+def metrics_warning(endpoint: str, env: Mapping[str, str]) -> str | None:
+    """The warning for a container that writes none of its own metrics (SAGEMAKER_METRICS unset
+    or empty in its environment, as `serve` reads it): half the graphs would stay empty."""
+    if env.get(cloudwatch.METRICS_VARIABLE, "").strip():
+        return None
+    return (
+        f"warning: endpoint {endpoint}'s container writes none of its own metrics "
+        f"({cloudwatch.METRICS_VARIABLE} is unset in its model's environment), so the graphs of "
+        "time to first token, latency, requests, KV cache and tokens stay empty; deploy it with "
+        f"--env {cloudwatch.METRICS_VARIABLE}={cloudwatch.METRICS_ON}"
+    )
+
+
 def dashboard_call(name: str, body: Mapping[str, Any]) -> Call:
     return Call(
         "cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": json.dumps(body)}

@@ -103,3 +103,11 @@ def test_widgets_do_not_overlap(config: dict[str, int] | None) -> None:
     cells = [(w["x"], w["y"]) for w in body["widgets"]]
     assert len(set(cells)) == len(cells)
     assert all(w["x"] + w["width"] <= 24 for w in body["widgets"])
+
+
+@pytest.mark.parametrize(
+    ("env", "warned"),
+    [({}, True), ({"SAGEMAKER_METRICS": " "}, True), ({"SAGEMAKER_METRICS": "cloudwatch"}, False)],
+)
+def test_a_container_without_metrics_is_warned_of(env: dict[str, str], warned: bool) -> None:
+    assert (dashboard.metrics_warning("llm", env) is not None) == warned
