@@ -1,19 +1,22 @@
 """What `deploy` checks of its options before it calls AWS, in dry runs and real runs alike.
 
-Each rule is a pure function from an option's value to the line that says what is wrong with it
-(the option, the value and the rule), or None; `check` applies the rules a command's options call
-for. A problem is a usage error: one line on stderr and exit status 2 (argparse's), before any AWS
-call. An instance family the kit does not know is only a warning: SageMaker adds families.
+A check is data: the options it reads (argparse's dests; `environ`, the process's environment;
+`environment`, the container's --env as variables) and a pure rule from their values to the line
+that says what is wrong (the option, the value, what to do), or None. Each command has its table,
+and `check` applies it: the first problem is refused (exit status 2) before any AWS call; a
+warning (an instance family the kit does not know: SageMaker adds families) is said and the
+command goes on.
 """
 
 import json
-import os
 import re
 from argparse import Namespace
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from vllm_sagemaker.deploy.image import build
+from vllm_sagemaker.deploy.base.errors import refuse
 from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.deploy.kit.image_checks import (
     context_problem,
@@ -21,6 +24,7 @@ from vllm_sagemaker.deploy.kit.image_checks import (
     image_problem,
     no_image_problem,
     repository_problem,
+    serverless_image_problem,
     tag_problem,
     target_tag_problem,
 )
@@ -29,8 +33,7 @@ from vllm_sagemaker.deploy.kit.instance_checks import (
     instance_type_problem,
     instance_type_warning,
 )
-from vllm_sagemaker.deploy.kit.options import has_model
-from vllm_sagemaker.deploy.kit.plans import instances, shards
+from vllm_sagemaker.deploy.kit.plans import instances, scaling, serverless, shards
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
 from vllm_sagemaker.deploy.kit.plans.names import (
     MAX_NAME,
@@ -39,12 +42,10 @@ from vllm_sagemaker.deploy.kit.plans.names import (
     version,
     versioned,
 )
-from vllm_sagemaker.deploy.kit.scaling_options import scaling_problems
-from vllm_sagemaker.deploy.kit.serverless_options import serverless_problems
 from vllm_sagemaker.handler.core import s3_uri
 from vllm_sagemaker.handler.core.environment import environment_problems
+from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX
 
-# The exit status of a refused option, as argparse's for the options it refuses itself.
 NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a letter or digit"
 # CreateTransformJob: MaxPayloadInMB from 0 (no limit: chunked encoding) to 100, and with
 # MaxConcurrentTransforms, their product at most 100 MB as well.
@@ -64,6 +65,7 @@ _MAX_S3_URI = 1024
 _ENV_KEY = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _MAX_ENV_VALUE = 1024
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+TENSOR_PARALLEL = SM_VLLM_PREFIX + "TENSOR_PARALLEL_SIZE"
 # What a run without a role is told (a dry run shows a placeholder instead).
 NO_ROLE = (
     f"--role: not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role "
@@ -71,9 +73,22 @@ NO_ROLE = (
 )
 
 
-def name_problem(name: str, derived: Sequence[tuple[str, str]] = ()) -> str | None:
-    """Why `--name` cannot name SageMaker resources: as it is, or in a name the kit derives
-    from it, given as (what it is, the derived name)."""
+@dataclass(frozen=True)
+class Check:
+    """A rule and the options it reads, in the order it takes them; a warning's line is said,
+    a problem's refused."""
+
+    reads: str
+    rule: Callable[..., str | None]
+    warns: bool = False
+
+    def __call__(self, values: Mapping[str, Any]) -> str | None:
+        return self.rule(*(values.get(name) for name in self.reads.split()))
+
+
+def name_problem(name: str, command: str) -> str | None:
+    """Why `--name` cannot name SageMaker resources: as it is, or in a name `command` derives
+    from it."""
     if len(name) > MAX_NAME:
         return f"--name {name!r} ({len(name)} characters): SageMaker names are {MAX_NAME} at most"
     if not NAME_PATTERN.fullmatch(name):
@@ -81,7 +96,7 @@ def name_problem(name: str, derived: Sequence[tuple[str, str]] = ()) -> str | No
             f"--name {name!r}: SageMaker names are 1-{MAX_NAME} {NAME_CHARACTERS} (no spaces, "
             "underscores, dots or slashes)"
         )
-    for what, example in derived:
+    for what, example in derived_names(command, name):
         if len(example) > MAX_NAME:
             room = MAX_NAME - (len(example) - len(name))
             return (
@@ -117,13 +132,10 @@ def positive_problem(option: str, value: float) -> str | None:
     return None if value > 0 else f"{option} {value:g}: must be more than 0"
 
 
-def copied_prefix_problem(
-    model_prefix: str | None, stream: bool, what: str, where: str
-) -> str | None:
+def copied_prefix_problem(what: str, where: str, prefix: str | None, stream: bool) -> str | None:
     """A model prefix SageMaker would have to copy (ModelDataSource) for `what`, which it does
-    not do for `where` (transform jobs, serverless endpoints); the instance types a transform job
-    takes: `instance_checks`."""
-    if model_prefix and not stream:
+    not do for `where` (transform jobs, serverless endpoints)."""
+    if prefix and not stream:
         return (
             f"--model-prefix cannot be used for {what}: SageMaker does not copy an uncompressed "
             f"S3 prefix (ModelDataSource) for {where}. Add --stream-weights (the container "
@@ -174,6 +186,11 @@ def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
     return None
 
 
+def file_problem(option: str, value: str) -> str | None:
+    """A path or an S3 URI: the S3 URI's rules when it is one."""
+    return s3_problem(option, value) if s3_uri.is_s3(value) else None
+
+
 def role_problem(source: str, value: str) -> str | None:
     least, most = _ROLE_LENGTH
     if _ROLE_ARN.fullmatch(value) and least <= len(value) <= most:
@@ -181,6 +198,19 @@ def role_problem(source: str, value: str) -> str | None:
     return (
         f"{source} {value!r}: not an IAM role ARN: give arn:aws:iam::<12-digit account>:role/<name>"
     )
+
+
+def execution_role_problem(
+    role: str | None, environ: Mapping[str, str], local: list[str] | None, dry: bool, cancel: bool
+) -> str | None:
+    """--role, else $SAGEMAKER_ROLE_ARN, on SageMaker: an ARN, and given unless the run is dry or
+    starts nothing (--cancel)."""
+    if local:
+        return None
+    source, value = ("--role", role) if role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
+    if value:
+        return role_problem(source, value)
+    return None if dry or cancel else NO_ROLE
 
 
 def region_problem(value: str) -> str | None:
@@ -200,19 +230,30 @@ def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
     )
 
 
-def fleet_problem(args: Namespace) -> str | None:
+def fleet_problem(
+    cancel: bool,
+    local: list[str] | None,
+    api_key: str | None,
+    input_file: str | None,
+    output_file: str | None,
+    image: str | None,
+    instance_type: str | None,
+    *model: str | None,
+) -> str | None:
     """What `deploy batch` needs beside --cancel: its files, and on SageMaker (no --local) an
     image, an instance type and a model, and no --api-key."""
-    if not args.input_file or not args.output_file:
-        return "--input-file and --output-file: deploy batch needs both (or --cancel)"
-    if args.local:
+    if cancel:
         return None
-    if args.api_key:
+    if not input_file or not output_file:
+        return "--input-file and --output-file: deploy batch needs both (or --cancel)"
+    if local:
+        return None
+    if api_key:
         return (
             "--api-key is for --local containers: SageMaker's transform jobs call the container "
             "without one (leave SM_VLLM_API_KEY unset there)"
         )
-    if not (args.image and args.instance_type and has_model(args)):
+    if not (image and instance_type and any(model)):
         return (
             "--image, --instance-type and a model (--model-id, --model-data or --model-prefix): "
             "deploy batch on SageMaker needs them; or give --local URL..."
@@ -226,18 +267,36 @@ def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def env_problem(pairs: Sequence[str]) -> str | None:
-    """Why the `--env` settings are refused: a pair SageMaker would refuse, or a value `serve`
-    refuses (its own rules: `handler.core.environment`)."""
+    """Why the `--env` settings are refused: a pair SageMaker would refuse, a key `serve` would
+    not read, or a value `serve` refuses (its own rules: `handler.core.environment`)."""
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not _ENV_KEY.fullmatch(key):
             return f"--env {pair!r}: give KEY=VALUE, KEY made of letters, digits and underscores"
         if len(value) > _MAX_ENV_VALUE:
             return f"--env {key}: {len(value)} characters, SageMaker takes {_MAX_ENV_VALUE} at most"
+        if key.upper().startswith(SM_VLLM_PREFIX) and not key.startswith(SM_VLLM_PREFIX):
+            return (
+                f"--env {key}: the container's variables are case-sensitive, and serve reads only "
+                f"{SM_VLLM_PREFIX}* in upper case: give {key.upper()}"
+            )
     problems = environment_problems(env_from_pairs(pairs), None)
     if problems:
         return "--env: the container's serve would refuse it: " + "; ".join(problems)
     return None
+
+
+def tensor_parallel_problem(env: Mapping[str, str], instance_type: str | None) -> str | None:
+    """A tensor-parallel size above the GPUs of an instance type the kit knows."""
+    size = env.get(TENSOR_PARALLEL, "").strip()
+    gpus = instances.gpu_count(instance_type or "")
+    if not gpus or not size.isdigit() or int(size) <= gpus:
+        return None
+    return (
+        f"--env {TENSOR_PARALLEL}={size}: {instance_type} has {gpus} GPU"
+        f"{'s' if gpus > 1 else ''}, and tensor parallelism takes one each: give at most {gpus}, "
+        "or an instance type with more GPUs"
+    )
 
 
 def json_problem(option: str, body: bytes) -> str | None:
@@ -250,119 +309,213 @@ def json_problem(option: str, body: bytes) -> str | None:
     return None
 
 
-@dataclass
-class Findings:
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _option(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def expires_problem(value: str) -> str | None:
     if token.duration_s(value) is None:
         return f"--expires {value!r}: give 1 s to 12 h as 12h, 90m, 600s or 600"
     return None
 
 
-def check(args: Namespace, environ: Mapping[str, str]) -> Findings:
-    """Every problem (and warning) of a `deploy` command's options, names first; `environ`
-    gives the role when --role is not given."""
-    given = vars(args)
-    command = args.deploy_command
-    on_sagemaker = not given.get("local")
-    found: list[str | None] = []
-    if args.region is not None:
-        found.append(region_problem(args.region))
-    if "name" in given:
-        found.append(name_problem(args.name, derived_names(command, args.name)))
-    if given.get("image") is not None and on_sagemaker:
-        found.append(image_problem(args.image))
-    if command == "image":
-        tag = args.tag or build.default_tag(args.target)
-        found += [
-            repository_problem(args.repository),
-            tag_problem(tag),
-            target_tag_problem(args.target, tag),
-            context_problem(args.context, os.path.isfile(os.path.join(args.context, "Dockerfile"))),
-        ]
-    for dest in ("model_data", "model_prefix", "async_output"):
-        if given.get(dest) is not None:
-            found.append(s3_problem(_option(dest), given[dest], archive=dest == "model_data"))
-    if given.get("stream_weights") and not given.get("model_prefix"):
-        found.append("--stream-weights: it streams the weights from --model-prefix; give one")
-    if command == "transform":
-        found += [s3_problem("--input", args.input), s3_problem("--output", args.output)]
-        if not any(found):
-            found.append(shards_problem(args.input, args.output, args.name))
-    if command == "batch" and not args.cancel:
-        found.append(fleet_problem(args))
-    for dest in ("input_file", "output_file", "error_file"):
-        if s3_uri.is_s3(given.get(dest) or ""):
-            found.append(s3_problem(_option(dest), given[dest]))
-    if given.get("work_prefix") is not None and on_sagemaker:
-        found.append(s3_problem("--work-prefix", args.work_prefix))
-    if command == "endpoint":
-        # Before the instance type's checks: with --serverless, it is refused whatever it is.
-        found += serverless_problems(args)
-        if args.serverless is not None:
-            found.append(
-                copied_prefix_problem(
-                    args.model_prefix,
-                    args.stream_weights,
-                    "Serverless Inference",
-                    "serverless endpoints",
-                )
-            )
-    warnings: list[str | None] = []
-    if given.get("instance_type") is not None:
-        # Transform jobs' types on SageMaker; what any SageMaker API takes otherwise.
-        catalog = instances.catalog(command in ("transform", "batch") and on_sagemaker)
-        found.append(instance_type_problem(args.instance_type, catalog))
-        warnings += [
-            instance_type_warning(args.instance_type, catalog),
-            instance_image_warning(args.instance_type),
-        ]
-        if given.get("image") is not None and on_sagemaker:
-            found.append(image_instance_problem(args.image, args.instance_type))
-        elif command == "endpoint":
-            found.append(no_image_problem(args.instance_type))
-    if command in ("transform", "batch") and on_sagemaker and given.get("instance_type"):
-        found.append(
-            copied_prefix_problem(
-                args.model_prefix, args.stream_weights, "Batch Transform", "transform jobs"
-            )
+def given(rule: Callable[..., str | None]) -> Callable[..., str | None]:
+    """`rule`, skipped when the first option it reads was not given (None)."""
+
+    def checked(value: Any, *more: Any) -> str | None:
+        return None if value is None else rule(value, *more)
+
+    return checked
+
+
+def on_sagemaker(rule: Callable[..., str | None]) -> Callable[..., str | None]:
+    """`rule`, for a run on SageMaker: the last option it reads is --local, which skips it."""
+
+    def checked(*values: Any) -> str | None:
+        *given, local = values
+        return None if local else rule(*given)
+
+    return checked
+
+
+def instance_rule(
+    value: Callable[[str, instances.Catalog], str | None],
+) -> Callable[[str | None, str, list[str] | None], str | None]:
+    """An --instance-type rule against the types the command's API takes: transform jobs' on
+    SageMaker, what any SageMaker API takes otherwise."""
+
+    def checked(instance_type: str | None, command: str, local: list[str] | None) -> str | None:
+        if instance_type is None:
+            return None
+        return value(instance_type, instances.catalog(command in SHARDED and not local))
+
+    return checked
+
+
+def given_image_problem(
+    image: str | None, instance_type: str | None, command: str, local: list[str] | None
+) -> str | None:
+    """The image the instance type takes: the --image's tag, or (endpoint) one the kit can tell."""
+    if instance_type is None or local:
+        return None
+    if image is not None:
+        return image_instance_problem(image, instance_type)
+    return no_image_problem(instance_type) if command == "endpoint" else None
+
+
+def stream_problem(stream: bool, prefix: str | None) -> str | None:
+    if stream and not prefix:
+        return "--stream-weights: it streams the weights from --model-prefix; give one"
+    return None
+
+
+def instance_mode_problem(value: str | None, instance_type: str | None) -> str | None:
+    if value is None and instance_type is None:
+        return (
+            "--instance-type or --serverless: deploy endpoint needs one, as --instance-type "
+            "ml.g5.2xlarge or --serverless 2048"
         )
-    if given.get("instance_count") is not None:
-        found.append(range_problem("--instance-count", args.instance_count, 1))
-    if "max_payload_mb" in given:
-        found += [
-            range_problem("--max-payload-mb", args.max_payload_mb, 0, MAX_PAYLOAD_MB),
-            range_problem("--max-concurrent-transforms", args.max_concurrent_transforms, 0),
-            payload_problem(args.max_payload_mb, args.max_concurrent_transforms),
-        ]
-    if "shard_lines" in given:
-        found.append(range_problem("--shard-lines", args.shard_lines, 1))
-        found.append(positive_problem("--poll-seconds", args.poll_seconds))
-    if given.get("instance_price") is not None:
-        found.append(positive_problem("--instance-price", args.instance_price))
-    if given.get("env"):
-        found.append(env_problem(args.env))
-    if command == "token":
-        found.append(expires_problem(args.expires))
-    if command == "endpoint":
-        found += scaling_problems(args, env_from_pairs(args.env))
-        if args.scale_target is not None:
-            found.append(positive_problem("--target", args.scale_target))
-    if given.get("openai") and given.get("use_async"):
-        found.append("--openai: the OpenAI-compatible path is real-time; leave out --async")
-    if command in ("endpoint", "transform", "batch") and on_sagemaker:
-        role = ("--role", args.role) if args.role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
-        if role[1]:
-            found.append(role_problem(*role))
-        elif not args.dry_run and not given.get("cancel"):
-            found.append(NO_ROLE)
-    return Findings(
-        [problem for problem in found if problem], [warning for warning in warnings if warning]
+    return None
+
+
+def when_serverless(rule: Callable[..., str | None]) -> Callable[..., str | None]:
+    """`rule`, for a serverless endpoint: the first option it reads is --serverless."""
+
+    def checked(value: str | None, *more: Any) -> str | None:
+        return None if value is None else rule(*more)
+
+    return checked
+
+
+def openai_problem(openai: bool, use_async: bool) -> str | None:
+    if openai and use_async:
+        return "--openai: the OpenAI-compatible path is real-time; leave out --async"
+    return None
+
+
+def transform_io_problem(input_prefix: str, output: str, job: str) -> str | None:
+    return (
+        s3_problem("--input", input_prefix)
+        or s3_problem("--output", output)
+        or shards_problem(input_prefix, output, job)
     )
+
+
+# The commands whose instances are a transform job's.
+SHARDED = ("transform", "batch")
+
+REGION = Check("region", given(region_problem))
+NAME = Check("name deploy_command", name_problem)
+IMAGE = Check("image local", given(on_sagemaker(image_problem)))
+MODEL_DATA = Check("model_data", given(partial(s3_problem, "--model-data", archive=True)))
+MODEL_PREFIX = Check("model_prefix", given(partial(s3_problem, "--model-prefix")))
+STREAM = Check("stream_weights model_prefix", stream_problem)
+INSTANCE_TYPE = Check("instance_type deploy_command local", instance_rule(instance_type_problem))
+UNKNOWN_TYPE = Check(
+    "instance_type deploy_command local", instance_rule(instance_type_warning), warns=True
+)
+ARCHITECTURE = Check("instance_type", given(instance_image_warning), warns=True)
+IMAGE_FOR_TYPE = Check("image instance_type deploy_command local", given_image_problem)
+INSTANCE_COUNT = Check("instance_count", given(partial(range_problem, "--instance-count", least=1)))
+ENV = Check("env", env_problem)
+TENSOR_PARALLEL_SIZE = Check("environment instance_type", tensor_parallel_problem)
+ROLE = Check("role environ local dry_run cancel", execution_role_problem)
+TRANSFORM_PREFIX = Check(
+    "model_prefix stream_weights local",
+    on_sagemaker(partial(copied_prefix_problem, "Batch Transform", "transform jobs")),
+)
+PAYLOAD = Check(
+    "max_payload_mb", partial(range_problem, "--max-payload-mb", least=0, most=MAX_PAYLOAD_MB)
+)
+CONCURRENT = Check(
+    "max_concurrent_transforms", partial(range_problem, "--max-concurrent-transforms", least=0)
+)
+IN_FLIGHT = Check("max_payload_mb max_concurrent_transforms", payload_problem)
+# deploy image
+REPOSITORY = Check("repository", repository_problem)
+TAG = Check("tag", given(tag_problem))
+TARGET_TAG = Check("tag target", given(target_tag_problem))
+CONTEXT = Check("context", context_problem)
+# deploy endpoint
+ASYNC_OUTPUT = Check("async_output", given(partial(s3_problem, "--async-output")))
+SERVERLESS = Check("serverless", given(serverless.serverless_problem))
+PROVISIONED = Check("serverless provisioned_concurrency", serverless.provisioned_problem)
+INSTANCES_OR_SERVERLESS = Check("serverless instance_type", instance_mode_problem)
+SERVERLESS_CONFLICT = Check(
+    " ".join(("serverless", *(dest for dest, _, _ in serverless.CONFLICTS))),
+    when_serverless(serverless.conflict_problem),
+)
+SERVERLESS_IMAGE = Check("serverless image", when_serverless(given(serverless_image_problem)))
+SERVERLESS_PREFIX = Check(
+    "serverless model_prefix stream_weights",
+    when_serverless(partial(copied_prefix_problem, "Serverless Inference", "serverless endpoints")),
+)
+AUTOSCALE = Check("autoscale", given(scaling.autoscale_problem))
+SCALING = Check("autoscale scale_on scale_target no_wait", scaling.scaling_problem)
+SCALE_ON_WAITING = Check("scale_on environment", scaling.waiting_env_problem)
+SCALE_TARGET = Check("scale_target", given(partial(positive_problem, "--target")))
+# deploy transform
+TRANSFORM_IO = Check("input output name", transform_io_problem)
+# deploy batch
+FLEET = Check(
+    "cancel local api_key input_file output_file image instance_type "
+    "model_id model_data model_prefix",
+    fleet_problem,
+)
+INPUT_FILE = Check("input_file", given(partial(file_problem, "--input-file")))
+OUTPUT_FILE = Check("output_file", given(partial(file_problem, "--output-file")))
+ERROR_FILE = Check("error_file", given(partial(file_problem, "--error-file")))
+WORK_PREFIX = Check("work_prefix local", given(on_sagemaker(partial(s3_problem, "--work-prefix"))))
+SHARD_LINES = Check("shard_lines", partial(range_problem, "--shard-lines", least=1))
+POLL = Check("poll_seconds", partial(positive_problem, "--poll-seconds"))
+PRICE = Check("instance_price", given(partial(positive_problem, "--instance-price")))
+# deploy invoke, deploy token
+OPENAI = Check("openai use_async", openai_problem)
+EXPIRES = Check("expires", expires_problem)
+
+_MODEL = (IMAGE, MODEL_DATA, MODEL_PREFIX, STREAM)
+_INSTANCES = (INSTANCE_TYPE, UNKNOWN_TYPE, ARCHITECTURE, IMAGE_FOR_TYPE)
+_TRANSFORMS = (TRANSFORM_PREFIX, INSTANCE_COUNT, PAYLOAD, CONCURRENT, IN_FLIGHT)
+_CONTAINER = (ENV, TENSOR_PARALLEL_SIZE)
+CHECKS: dict[str, tuple[Check, ...]] = {
+    "image": (REGION, REPOSITORY, TAG, TARGET_TAG, CONTEXT),
+    "endpoint": (
+        *(REGION, NAME, *_MODEL, ASYNC_OUTPUT),
+        *(SERVERLESS, PROVISIONED, INSTANCES_OR_SERVERLESS, SERVERLESS_CONFLICT),
+        *(SERVERLESS_IMAGE, SERVERLESS_PREFIX, *_INSTANCES, INSTANCE_COUNT, *_CONTAINER),
+        *(SCALING, SCALE_ON_WAITING, AUTOSCALE, SCALE_TARGET, ROLE),
+    ),
+    "transform": (
+        REGION,
+        NAME,
+        *_MODEL,
+        TRANSFORM_IO,
+        *_INSTANCES,
+        *_TRANSFORMS,
+        *_CONTAINER,
+        ROLE,
+    ),
+    "batch": (
+        *(REGION, NAME, *_MODEL, FLEET, INPUT_FILE, OUTPUT_FILE, ERROR_FILE, WORK_PREFIX),
+        *(*_INSTANCES, *_TRANSFORMS, SHARD_LINES, POLL, PRICE, *_CONTAINER, ROLE),
+    ),
+    "invoke": (REGION, NAME, OPENAI),
+    "token": (REGION, NAME, EXPIRES),
+    "delete": (REGION, NAME),
+    "dashboard": (REGION, NAME),
+}
+
+
+def check(args: Namespace, environ: Mapping[str, str]) -> list[str]:
+    """Apply the command's checks: Refused at the first problem; else the warnings, in order.
+    `environ` gives the role when --role is not given."""
+    given = vars(args)
+    values = {
+        **given,
+        "environ": environ,
+        "environment": env_from_pairs(given.get("env") or []),
+    }
+    warnings = []
+    for each in CHECKS[args.deploy_command]:
+        found = each(values)
+        if each.warns and found:
+            warnings.append(found)
+        else:
+            refuse(found)
+    return warnings

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from vllm_sagemaker.deploy.base import profile, region
 from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S
-from vllm_sagemaker.deploy.base.errors import USAGE_ERROR
 from vllm_sagemaker.deploy.base.invoke import add_api_key_argument
 from vllm_sagemaker.deploy.image.build import ENGINES, REPOSITORY
 from vllm_sagemaker.deploy.image.builders import BUILDERS
@@ -30,13 +29,9 @@ EXIT_STATUS = (
 
 
 def main(args: argparse.Namespace) -> int:
-    """Check the options (one line and exit status 2 for the first problem; warnings go on),
-    point boto3 at the region, run the command."""
-    findings = checks.check(args, os.environ)
-    if findings.problems:
-        say(findings.problems[0])
-        return USAGE_ERROR
-    for warning in findings.warnings:
+    """Check the options (the first problem is refused; warnings are said), point boto3 at the
+    region, run the command."""
+    for warning in checks.check(args, os.environ):
         say(f"warning: {warning}")
     region.use_region(args.region, os.environ)
     return dispatch(args.deploy_command)(args)

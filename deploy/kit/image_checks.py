@@ -5,6 +5,7 @@ tagged for the image the instance type or Serverless Inference takes) and `deplo
 Pure rules, as `deploy.kit.checks`'s: each gives the line that says what is wrong, or None.
 """
 
+import os
 import re
 
 from vllm_sagemaker.deploy.image.build import ENGINES
@@ -103,7 +104,7 @@ def image_tag(image: str) -> str | None:
     return image.rsplit("/", 1)[-1].partition(":")[2] or None
 
 
-def target_tag_problem(target: str, tag: str) -> str | None:
+def target_tag_problem(tag: str, target: str) -> str | None:
     """`deploy image --tag` naming the other image than the one `--target` builds."""
     named = named_target(tag)
     if named is None or named == target:
@@ -114,8 +115,8 @@ def target_tag_problem(target: str, tag: str) -> str | None:
     )
 
 
-def context_problem(context: str, has_dockerfile: bool) -> str | None:
-    if has_dockerfile:
+def context_problem(context: str) -> str | None:
+    if os.path.isfile(os.path.join(context, "Dockerfile")):
         return None
     return (
         f"--context {context!r}: no Dockerfile there; run the command in the checkout of this "
@@ -125,7 +126,9 @@ def context_problem(context: str, has_dockerfile: bool) -> str | None:
 
 def image_instance_problem(image: str, instance_type: str) -> str | None:
     """An `--image` whose tag names the other image than the one the instance type takes (the
-    CPU image on a GPU instance, the GPU image on a CPU one)."""
+    CPU image on a GPU instance or on Graviton, the GPU image on a CPU one)."""
+    if instances.graviton(instance_type):
+        return wrong_image_problem(image, "cpu", f"{instance_type} is Graviton (arm64), no GPU")
     wanted = instances.image_target(instance_type)
     if wanted is None:
         return None

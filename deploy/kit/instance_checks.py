@@ -65,14 +65,13 @@ def instance_type_warning(value: str, catalog: Catalog) -> str | None:
 
 def instance_image_warning(value: str) -> str | None:
     """What neither image is made for: Graviton's arm64 CPUs, and accelerators."""
-    family = (instances.family_and_size(value) or ("", ""))[0]
-    if family in instances.GRAVITON_FAMILIES:
+    if instances.graviton(value):
         return (
             f"--instance-type {value}: Graviton (arm64); the CPU image runs there only if it was "
             "built for arm64 (a builder builds for the machine it runs on), which nobody has "
             "tried yet"
         )
-    if family in instances.ACCELERATOR_FAMILIES:
+    if instances.family(value) in instances.ACCELERATOR_FAMILIES:
         return (
             f"--instance-type {value}: neither image drives its accelerators (Inferentia, "
             "Trainium, Gaudi); the CPU image would run on its host CPUs only"

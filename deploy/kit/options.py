@@ -9,7 +9,6 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from vllm_sagemaker.deploy.base.errors import Refused
 from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
@@ -22,28 +21,20 @@ if TYPE_CHECKING:
 
 def role(args: argparse.Namespace, reads: "Reads") -> str:
     """The execution role: --role, else $SAGEMAKER_ROLE_ARN; a dry run without either shows a
-    placeholder and says so with the plan, among what it assumed (a real run without one is
+    placeholder and says so with the plan, among what it assumed (a real run without one was
     refused before AWS: `checks`)."""
     given = args.role or os.environ.get(ROLE_VARIABLE)
     if given:
         return given
-    if args.dry_run:
-        reads.assumed.append(
-            f"no --role and no {ROLE_VARIABLE}, so the plan shows {ROLE_PLACEHOLDER} for the "
-            f"execution role; the real run needs --role ARN or {ROLE_VARIABLE}"
-        )
-        return ROLE_PLACEHOLDER
-    from vllm_sagemaker.deploy.kit.checks import NO_ROLE
-
-    raise Refused(NO_ROLE)
+    reads.assumed.append(
+        f"no --role and no {ROLE_VARIABLE}, so the plan shows {ROLE_PLACEHOLDER} for the "
+        f"execution role; the real run needs --role ARN or {ROLE_VARIABLE}"
+    )
+    return ROLE_PLACEHOLDER
 
 
 def source(args: argparse.Namespace) -> ModelSource:
     return ModelSource(args.model_id, args.model_data, args.model_prefix, args.stream_weights)
-
-
-def has_model(args: argparse.Namespace) -> bool:
-    return bool(args.model_id or args.model_data or args.model_prefix)
 
 
 def instance_note(instance_type: str) -> None:

@@ -1,9 +1,7 @@
-"""`deploy endpoint`'s scaling options (--autoscale, --scale-on, --target) and what is checked of
-them before AWS is called (`deploy.kit.checks` applies it). No boto3 here: `deploy.kit.cli`
-loads it for `--help`."""
+"""`deploy endpoint`'s scaling options (--autoscale, --scale-on, --target). No boto3 here:
+`deploy.kit.cli` loads it for `--help`."""
 
 import argparse
-from collections.abc import Mapping
 
 from vllm_sagemaker.deploy.kit.plans.scaling import (
     CONCURRENCY,
@@ -11,9 +9,6 @@ from vllm_sagemaker.deploy.kit.plans.scaling import (
     DEFAULT_TARGETS,
     SCALE_ON,
     WAITING,
-    autoscale_problem,
-    scaling_problem,
-    waiting_env_problem,
 )
 from vllm_sagemaker.handler.core import cloudwatch
 
@@ -43,15 +38,3 @@ def add_scaling_options(parser: argparse.ArgumentParser) -> None:
         + ", ".join(f"{value:g} for {metric}" for metric, value in DEFAULT_TARGETS.items())
         + ")",
     )
-
-
-def scaling_problems(args: argparse.Namespace, env: Mapping[str, str]) -> list[str | None]:
-    """Every problem of the scaling options but the target's sign (`checks.positive_problem`);
-    `env` is the container's --env."""
-    problems = [
-        scaling_problem(args.autoscale, args.scale_on, args.scale_target, args.no_wait),
-        waiting_env_problem(args.scale_on, env),
-    ]
-    if args.autoscale is not None:
-        problems.append(autoscale_problem(args.autoscale))
-    return problems

@@ -1,19 +1,14 @@
-"""`deploy endpoint`'s serverless options (--serverless, --provisioned-concurrency) and what is
-checked of them before AWS is called (`deploy.kit.checks` applies it). No boto3 here:
-`deploy.kit.cli` loads it for `--help`."""
+"""`deploy endpoint`'s serverless options (--serverless, --provisioned-concurrency). No boto3
+here: `deploy.kit.cli` loads it for `--help`."""
 
 import argparse
 
-from vllm_sagemaker.deploy.kit.image_checks import serverless_image_problem
 from vllm_sagemaker.deploy.kit.plans.serverless import (
     CONCURRENCY,
     DEFAULT_MAX_CONCURRENCY,
     FORM,
     Serverless,
-    conflict_problem,
     parsed,
-    provisioned_problem,
-    serverless_problem,
 )
 from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
 
@@ -45,24 +40,3 @@ def serverless(args: argparse.Namespace) -> Serverless | None:
     if args.serverless is None:
         return None
     return parsed(args.serverless, args.provisioned_concurrency)
-
-
-def serverless_problems(args: argparse.Namespace) -> list[str | None]:
-    """Every problem of `deploy endpoint`'s serverless options, and of the options given beside
-    them that a serverless endpoint cannot take; also an endpoint given neither --serverless nor
-    --instance-type. A model prefix SageMaker would copy: `checks.copied_prefix_problem`."""
-    given = vars(args)
-    problems = [provisioned_problem(args.serverless, args.provisioned_concurrency)]
-    if args.serverless is None:
-        if args.instance_type is None:
-            problems.append(
-                "--instance-type or --serverless: deploy endpoint needs one, as --instance-type "
-                "ml.g5.2xlarge or --serverless 2048"
-            )
-        return problems
-    return [
-        serverless_problem(args.serverless),
-        *problems,
-        conflict_problem(given),
-        serverless_image_problem(args.image) if args.image else None,
-    ]

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import ClientError
-from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.base.say import say
 
 if TYPE_CHECKING:
     from botocore.credentials import ReadOnlyCredentials
@@ -104,7 +104,7 @@ def bearer(expires_s: int) -> str:
 
 def existing_endpoint(reads: "Reads", name: str) -> None:
     """Stop in one line when endpoint `name` does not exist (a token for it would be refused)."""
-    from vllm_sagemaker.deploy.base.aws_lines import no_endpoint
+    from vllm_sagemaker.deploy.base.error_answers import no_endpoint
     from vllm_sagemaker.deploy.base.region import run_region
 
     call = Call("sagemaker", "DescribeEndpoint", {"EndpointName": name})
@@ -112,7 +112,7 @@ def existing_endpoint(reads: "Reads", name: str) -> None:
         reads.describe(call, f"the plan assumes endpoint {name} exists") is None
         and not reads.assumed
     ):
-        raise ClientError(f"{no_endpoint(name, run_region())}")
+        raise ClientError(no_endpoint(name, run_region()))
 
 
 def main(args: argparse.Namespace) -> int:

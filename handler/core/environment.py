@@ -7,6 +7,7 @@ The variables `serve` reads for its own command line (`container.env_args`,
 SM_VLLM_* names among them against vLLM's own options (`sm_vllm`).
 """
 
+import re
 from collections.abc import Callable, Mapping
 
 from vllm_sagemaker.handler.core import handler_specs, sm_vllm
@@ -48,6 +49,65 @@ def cpu_preload(env: Mapping[str, str]) -> bool:
     return flag(env, CPU_PRELOAD_VAR, True)
 
 
+def readable_int(value: str) -> int | None:
+    """A count as vLLM's options read it (`vllm.utils.argparse_utils.human_readable_int`):
+    digits, or a number with k, m, g, t (powers of 1000) or a whole number with K, M, G, T
+    (powers of 1024); None for anything else."""
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", value)
+    if not found:
+        return None
+    number, suffix = found.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1) if number.isdigit() else None
+
+
+def _count(value: str) -> int:
+    count = readable_int(value)
+    if count is None:
+        raise ValueError(value)
+    return count
+
+
+def _count_or_auto(value: str) -> int:
+    return -1 if value.strip().lower() in ("auto", "-1") else _count(value)
+
+
+_WHOLE = (int, "a whole number")
+_COUNT = (_count, "a count, as 8192, 8k or 8K")
+# Numeric options of vLLM's `vllm serve` that `serve` reads itself or a deploy most often sizes,
+# with the type vLLM's parser gives them (and what it takes, in words).
+_NUMBERS: dict[str, tuple[Callable[[str], object], str]] = {
+    "--tensor-parallel-size": _WHOLE,
+    "--pipeline-parallel-size": _WHOLE,
+    "--data-parallel-size": _WHOLE,
+    "--api-server-count": _WHOLE,
+    "--max-num-seqs": _WHOLE,
+    "--max-model-len": (_count_or_auto, "a count, as 8192, 8k or 8K, or auto"),
+    "--max-num-batched-tokens": _COUNT,
+    "--kv-cache-memory-bytes": _COUNT,
+    "--gpu-memory-utilization": (float, "a number, as 0.9"),
+}
+
+
+def vllm_numbers(env: Mapping[str, str]) -> None:
+    """ConfigError naming each SM_VLLM_* variable of a numeric vLLM option whose value vLLM's
+    parser would refuse."""
+    wrong = []
+    for variable in sorted(env):
+        flag = sm_vllm.flag_name(variable) if sm_vllm.becomes_flag(variable) else ""
+        kind, takes = _NUMBERS.get(flag, (str, ""))
+        try:
+            kind(env[variable])
+        except ValueError:
+            wrong.append(f"{variable}={env[variable]!r}: vLLM's {flag} takes {takes}")
+    if wrong:
+        raise ConfigError("; ".join(wrong))
+
+
 # Each reads its variables and raises ConfigError for a value `serve` refuses.
 _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     Config.from_env,
@@ -57,6 +117,7 @@ _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     auto_install,
     cpu_preload,
     sm_vllm.flags,
+    vllm_numbers,
     MetricsSettings.from_env,
 )
 

@@ -69,9 +69,9 @@ def test_autoscale_then_delete(role: str, capsys: pytest.CaptureFixture[str]) ->
 
     deleted = dry_then_real(capsys, "deploy", "delete", "--name", "as-chat")
     assert deleted[:3] == [
+        ("sagemaker", "DeleteEndpoint", "as-chat"),
         (AAS, "DeleteScalingPolicy", resource),
         (AAS, "DeregisterScalableTarget", resource),
-        ("sagemaker", "DeleteEndpoint", "as-chat"),
     ]
     assert resource not in _targets() and _policies("as-chat") == []
     assert _targets()["endpoint/as-chat-prod/variant/AllTraffic"] == (2, 6)

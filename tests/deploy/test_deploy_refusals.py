@@ -39,6 +39,28 @@ def without_aws() -> dict[str, str]:
             "0.32.0 has no option --max-modle-len; did you mean SM_VLLM_MAX_MODEL_LEN "
             "(--max-model-len)?",
         ),
+        # What a newcomer tried: a key serve does not read, a count that is no number, more
+        # tensor-parallel shards than GPUs, the GPU image on Graviton.
+        (
+            ["--env", "sm_vllm_max_model_len=8192"],
+            "deploy: --env sm_vllm_max_model_len: the container's variables are case-sensitive, "
+            "and serve reads only SM_VLLM_* in upper case: give SM_VLLM_MAX_MODEL_LEN",
+        ),
+        (
+            ["--env", "SM_VLLM_MAX_MODEL_LEN=abc"],
+            "deploy: --env: the container's serve would refuse it: SM_VLLM_MAX_MODEL_LEN='abc': "
+            "vLLM's --max-model-len takes a count, as 8192, 8k or 8K, or auto",
+        ),
+        (
+            ["--instance-type", "ml.g5.12xlarge", "--env", "SM_VLLM_TENSOR_PARALLEL_SIZE=8"],
+            "deploy: --env SM_VLLM_TENSOR_PARALLEL_SIZE=8: ml.g5.12xlarge has 4 GPUs, and tensor "
+            "parallelism takes one each: give at most 4, or an instance type with more GPUs",
+        ),
+        (
+            ["--instance-type", "ml.c7g.xlarge", "--image", f"{ECR}:gpu"],
+            f"deploy: --image {ECR}:gpu: its tag names the gpu image, and ml.c7g.xlarge is "
+            "Graviton (arm64), no GPU: give the cpu image",
+        ),
         (
             ["--instance-type", "ML.G5.2XLARGE"],
             "deploy: --instance-type 'ML.G5.2XLARGE': SageMaker instance types are in lower "

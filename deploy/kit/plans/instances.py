@@ -45,6 +45,8 @@ CPU_FAMILIES = (
 GRAVITON_FAMILIES = (
     "c6g", "c6gd", "c6gn", "c7g", "c8g", "m6g", "m6gd", "m8g", "r6g", "r6gd", "r7gd", "r8g",
 )  # fmt: skip
+# Graviton's families, those SageMaker has and any it adds: a `g` right after the generation.
+GRAVITON = re.compile(r"[a-z]\d+g[a-z]*")
 ACCELERATOR_FAMILIES = ("inf1", "inf2", "trn1", "trn1n", "trn2", "dl1")
 OTHER_FAMILIES = CPU_FAMILIES + GRAVITON_FAMILIES + ACCELERATOR_FAMILIES
 GPU_FAMILIES = frozenset(_GPUS_BY_SIZE)
@@ -129,6 +131,10 @@ def gpu_count(instance_type: str) -> int:
         return 0
     family, size = parts
     return _GPUS_BY_SIZE.get(family, {}).get(size, 0)
+
+
+def graviton(instance_type: str) -> bool:
+    return bool(GRAVITON.fullmatch(family(instance_type)))
 
 
 def image_target(instance_type: str) -> str | None:

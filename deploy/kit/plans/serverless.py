@@ -125,10 +125,11 @@ def provisioned_problem(value: str | None, provisioned: int | None) -> str | Non
     )
 
 
-def conflict_problem(given: Mapping[str, Any]) -> str | None:
-    """The first option of `CONFLICTS` given beside --serverless (`given`: the parsed options)."""
-    for dest, option, why in CONFLICTS:
-        if given.get(dest) is not None:
+def conflict_problem(*given: object) -> str | None:
+    """The first option of `CONFLICTS` given beside --serverless (`given`: their values, in
+    that order)."""
+    for (_, option, why), value in zip(CONFLICTS, given, strict=True):
+        if value is not None:
             return f"--serverless with {option}: {why}"
     return None
 

@@ -5,6 +5,7 @@ import pytest
 
 from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE, ROLE, parsed
 from tests.support import cli
+from vllm_sagemaker.deploy.base.errors import Refused
 from vllm_sagemaker.deploy.kit import checks
 
 TRANSFORM = [
@@ -149,8 +150,164 @@ NO_ROLE = {"SAGEMAKER_ROLE_ARN": ""}
 def test_what_each_command_checks(
     args: list[str], environ: dict[str, str], problem: str | None
 ) -> None:
-    found = checks.check(parsed(*args), {"SAGEMAKER_ROLE_ARN": ROLE, **environ})
+    environ = {"SAGEMAKER_ROLE_ARN": ROLE, **environ}
     if problem is None:
-        assert found.problems == []
+        checks.check(parsed(*args), environ)
         return
-    assert found.problems and problem in found.problems[0], found.problems
+    with pytest.raises(Refused) as refused:
+        checks.check(parsed(*args), environ)
+    assert problem in refused.value.line
+
+
+S3 = "s3://bucket/in/"
+# Every check of the commands' tables: values it passes, values it refuses (or warns of), and
+# what its line says. Values are by the names the check reads; one not given is None.
+CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
+    (checks.REGION, {"region": "eu-west-1"}, {"region": "x"}, "--region 'x': not an AWS region"),
+    (checks.NAME, {"name": "llm", "deploy_command": "delete"}, {"name": "a b"}, "--name 'a b'"),
+    (checks.IMAGE, {"image": "x", "local": ["http://h"]}, {"image": "x"}, "Amazon ECR only"),
+    (checks.MODEL_DATA, {"model_data": "s3://b1b/m.tar.gz"}, {"model_data": S3}, ".tar.gz"),
+    (checks.MODEL_PREFIX, {"model_prefix": S3}, {"model_prefix": "m/"}, "--model-prefix 'm/'"),
+    (checks.STREAM, {"stream_weights": True, "model_prefix": S3}, {"stream_weights": True}, "give"),
+    (
+        checks.INSTANCE_TYPE,
+        {"instance_type": "ml.p4d.24xlarge", "deploy_command": "endpoint"},
+        {"instance_type": "ml.p4d.24xlarge", "deploy_command": "transform"},
+        "transform jobs do not run on ml.p4d",
+    ),
+    (
+        checks.UNKNOWN_TYPE,
+        {"instance_type": "ml.g5.xlarge", "deploy_command": "endpoint"},
+        {"instance_type": "ml.g9.mega", "deploy_command": "endpoint"},
+        "the kit does not know family g9",
+    ),
+    (
+        checks.ARCHITECTURE,
+        {"instance_type": "ml.c7i.xlarge"},
+        {"instance_type": "ml.c7g.xlarge"},
+        "Graviton (arm64)",
+    ),
+    (
+        checks.IMAGE_FOR_TYPE,
+        {"image": f"{ECR}:cpu", "instance_type": "ml.c7i.xlarge"},
+        {"image": f"{ECR}:gpu", "instance_type": "ml.c7g.xlarge"},
+        "is Graviton (arm64), no GPU",
+    ),
+    (checks.INSTANCE_COUNT, {"instance_count": 1}, {"instance_count": 0}, "must be at least 1"),
+    (checks.ENV, {"env": ["SM_VLLM_MAX_MODEL_LEN=8k"]}, {"env": ["sm_vllm_x=1"]}, "case-sensitive"),
+    (
+        checks.TENSOR_PARALLEL_SIZE,
+        {"environment": {"SM_VLLM_TENSOR_PARALLEL_SIZE": "4"}, "instance_type": "ml.g5.12xlarge"},
+        {"environment": {"SM_VLLM_TENSOR_PARALLEL_SIZE": "8"}, "instance_type": "ml.g5.12xlarge"},
+        "ml.g5.12xlarge has 4 GPUs",
+    ),
+    (
+        checks.ROLE,
+        {"environ": {}, "dry_run": True},
+        {"environ": {"SAGEMAKER_ROLE_ARN": "x"}},
+        "SAGEMAKER_ROLE_ARN 'x': not an IAM role ARN",
+    ),
+    (
+        checks.TRANSFORM_PREFIX,
+        {"model_prefix": S3, "stream_weights": True},
+        {"model_prefix": S3, "stream_weights": False},
+        "cannot be used for Batch Transform",
+    ),
+    (checks.PAYLOAD, {"max_payload_mb": 0}, {"max_payload_mb": 101}, "must be from 0 to 100"),
+    (checks.CONCURRENT, {"max_concurrent_transforms": 0}, {"max_concurrent_transforms": -1}, "0"),
+    (
+        checks.IN_FLIGHT,
+        {"max_payload_mb": 50, "max_concurrent_transforms": 2},
+        {"max_payload_mb": 50, "max_concurrent_transforms": 3},
+        "150 MB",
+    ),
+    (checks.REPOSITORY, {"repository": "vllm"}, {"repository": "A"}, "--repository 'A'"),
+    (checks.TAG, {"tag": None}, {"tag": ".v1"}, "--tag '.v1'"),
+    (checks.TARGET_TAG, {"tag": "cpu", "target": "cpu"}, {"tag": "cpu", "target": "gpu"}, "cpu"),
+    (checks.CONTEXT, {"context": CHECKOUT}, {"context": "/nonexistent"}, "no Dockerfile"),
+    (checks.ASYNC_OUTPUT, {"async_output": S3}, {"async_output": "/tmp"}, "S3 only"),
+    (checks.SERVERLESS, {"serverless": "2048:10"}, {"serverless": "2GB"}, "give MEMORY_MB"),
+    (
+        checks.PROVISIONED,
+        {"serverless": "2048:10", "provisioned_concurrency": 10},
+        {"provisioned_concurrency": 1},
+        "give --serverless MEMORY_MB[:MAX_CONCURRENCY] too",
+    ),
+    (
+        checks.INSTANCES_OR_SERVERLESS,
+        {"serverless": "2048"},
+        {},
+        "--instance-type or --serverless: deploy endpoint needs one",
+    ),
+    (
+        checks.SERVERLESS_CONFLICT,
+        {"instance_type": "ml.c5.xlarge"},
+        {"serverless": "2048", "scale_on": "waiting"},
+        "--serverless with --scale-on",
+    ),
+    (
+        checks.SERVERLESS_IMAGE,
+        {"image": f"{ECR}:gpu"},
+        {"serverless": "2048", "image": f"{ECR}:gpu"},
+        "Serverless Inference has no GPU",
+    ),
+    (
+        checks.SERVERLESS_PREFIX,
+        {"serverless": "2048", "model_prefix": S3, "stream_weights": True},
+        {"serverless": "2048", "model_prefix": S3},
+        "cannot be used for Serverless Inference",
+    ),
+    (checks.AUTOSCALE, {"autoscale": "1:4"}, {"autoscale": "4:1"}, "MIN 4 is more than MAX 1"),
+    (checks.SCALING, {"autoscale": "1:4"}, {"scale_on": "waiting"}, "give --autoscale MIN:MAX"),
+    (
+        checks.SCALE_ON_WAITING,
+        {"scale_on": "waiting", "environment": {}},
+        {"scale_on": "waiting", "environment": {"SAGEMAKER_METRICS": ""}},
+        "leave SAGEMAKER_METRICS out of --env",
+    ),
+    (checks.SCALE_TARGET, {"scale_target": 0.5}, {"scale_target": 0.0}, "--target 0: must be"),
+    (
+        checks.TRANSFORM_IO,
+        {"input": S3, "output": "s3://bucket/out/", "name": "job"},
+        {"input": S3, "output": "s3://bucket/in/x/", "name": "job"},
+        "overlaps --input s3://bucket/in/",
+    ),
+    (
+        checks.FLEET,
+        {"input_file": "in.jsonl", "output_file": "o.jsonl", "local": ["http://h"]},
+        {"input_file": "in.jsonl"},
+        "--input-file and --output-file",
+    ),
+    (checks.INPUT_FILE, {"input_file": "in.jsonl"}, {"input_file": "s3://B/i"}, "--input-file"),
+    (checks.OUTPUT_FILE, {"output_file": S3}, {"output_file": "s3://B/o"}, "--output-file"),
+    (checks.ERROR_FILE, {"error_file": "e.jsonl"}, {"error_file": "s3://B/e"}, "--error-file"),
+    (
+        checks.WORK_PREFIX,
+        {"work_prefix": "w/", "local": ["http://h"]},
+        {"work_prefix": "w/"},
+        "--work-prefix 'w/'",
+    ),
+    (checks.SHARD_LINES, {"shard_lines": 1}, {"shard_lines": 0}, "--shard-lines 0"),
+    (checks.POLL, {"poll_seconds": 0.5}, {"poll_seconds": 0.0}, "--poll-seconds 0"),
+    (checks.PRICE, {"instance_price": 1.5}, {"instance_price": -1.0}, "--instance-price -1"),
+    (checks.OPENAI, {"openai": True}, {"openai": True, "use_async": True}, "leave out --async"),
+    (checks.EXPIRES, {"expires": "90m"}, {"expires": "13h"}, "--expires '13h'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "passes", "fails", "line"), CASES, ids=[case[0].reads for case in CASES]
+)
+def test_each_check(
+    check: checks.Check, passes: dict[str, object], fails: dict[str, object], line: str
+) -> None:
+    assert check(passes) is None
+    found = check(fails)
+    assert found is not None and line in found and "\n" not in found, found
+
+
+def test_every_check_of_every_command_has_a_case() -> None:
+    """No check goes untried; and none is written twice (each is one object the tables share)."""
+    tabled = {each for table in checks.CHECKS.values() for each in table}
+    assert tabled == {case[0] for case in CASES}
+    assert len(CASES) == len({id(case[0]) for case in CASES})

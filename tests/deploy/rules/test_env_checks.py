@@ -34,6 +34,13 @@ from vllm_sagemaker.handler.core.environment import environment_problems
             "no option --max-modle-len; did you mean SM_VLLM_MAX_MODEL_LEN (--max-model-len)?",
         ),
         (["SM_VLLM_TP=2"], "did you mean SM_VLLM_TENSOR_PARALLEL_SIZE (--tensor-parallel-size)?"),
+        (["SM_VLLM_MAX_MODEL_LEN=32k", "SM_VLLM_GPU_MEMORY_UTILIZATION=0.85"], None),
+        (["SM_VLLM_MAX_MODEL_LEN=auto", "SM_VLLM_KV_CACHE_MEMORY_BYTES=8G"], None),
+        (["SM_VLLM_MAX_MODEL_LEN=abc"], "SM_VLLM_MAX_MODEL_LEN='abc': vLLM's --max-model-len"),
+        (["SM_VLLM_MAX_NUM_SEQS=1.5"], "SM_VLLM_MAX_NUM_SEQS='1.5': vLLM's --max-num-seqs takes"),
+        (["SM_VLLM_GPU_MEMORY_UTILIZATION=most"], "--gpu-memory-utilization takes a number"),
+        (["sm_vllm_max_model_len=8192"], "--env sm_vllm_max_model_len: the container's variables"),
+        (["Sm_Vllm_Enforce_Eager=1"], "serve reads only SM_VLLM_* in upper case: give SM_VLLM_"),
     ],
 )
 def test_env(pairs: list[str], problem: str | None) -> None:
@@ -54,6 +61,7 @@ def test_env(pairs: list[str], problem: str | None) -> None:
         {"SAGEMAKER_BIND_TO_PORT": "70000"},
         {"SAGEMAKER_STOP_TIMEOUT_SECONDS": "-1", "SAGEMAKER_BATCH": "2"},
         {"SM_VLLM_MAX_MODLE_LEN": "8192", "SM_VLLM_ENFORCE_EAGR": "true"},
+        {"SM_VLLM_MAX_MODEL_LEN": "abc", "SM_VLLM_TENSOR_PARALLEL_SIZE": "two"},
     ],
 )
 def test_deploy_refuses_what_serve_refuses(

@@ -59,6 +59,13 @@ def test_image_tags(image: str, tag: str | None) -> None:
         (f"{ECR}:gpu-v2", "ml.m7i.xlarge", "--target cpu"),
         (f"{ECR}:cpu", "ml.g5.12xlarge", "has NVIDIA GPUs: give the gpu image"),
         (f"{ECR}:v1.cpu", "ml.p5.48xlarge", "--target gpu"),
+        (f"{ECR}:cpu", "ml.c7g.xlarge", None),
+        (
+            f"{ECR}:gpu",
+            "ml.m7g.2xlarge",
+            "its tag names the gpu image, and ml.m7g.2xlarge is Graviton (arm64), no GPU: give the "
+            "cpu image",
+        ),
     ],
 )
 def test_the_image_must_fit_the_instance(
@@ -112,7 +119,7 @@ def test_repository_and_tag_names(
     ],
 )
 def test_a_tag_names_the_image_it_tags(target: str, tag: str, problem: str | None) -> None:
-    found = image_checks.target_tag_problem(target, tag)
+    found = image_checks.target_tag_problem(tag, target)
     if problem is None:
         assert found is None
         return

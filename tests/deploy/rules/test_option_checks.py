@@ -33,7 +33,7 @@ from vllm_sagemaker.deploy.kit import checks
     ],
 )
 def test_names(name: str, command: str, problem: str | None) -> None:
-    found = checks.name_problem(name, checks.derived_names(command, name))
+    found = checks.name_problem(name, command)
     if problem is None:
         assert found is None
         return
@@ -44,7 +44,7 @@ def test_names(name: str, command: str, problem: str | None) -> None:
 @pytest.mark.parametrize(("command", "longest"), [("endpoint", 47), ("batch", 55), ("delete", 63)])
 def test_the_longest_name_is_what_the_derived_names_leave(command: str, longest: int) -> None:
     assert checks.longest_name(command) == longest
-    assert checks.name_problem("x" * longest, checks.derived_names(command, "x" * longest)) is None
+    assert checks.name_problem("x" * longest, command) is None
 
 
 @pytest.mark.parametrize(
