@@ -43,7 +43,7 @@ from vllm_sagemaker.deploy.kit.plans.names import (
     versioned,
 )
 from vllm_sagemaker.handler.core import s3_uri
-from vllm_sagemaker.handler.core.environment import environment_problems
+from vllm_sagemaker.handler.core.environment import environment_problems, vllm_number_problems
 from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX
 
 NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a letter or digit"
@@ -268,7 +268,7 @@ def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
 
 def env_problem(pairs: Sequence[str]) -> str | None:
     """Why the `--env` settings are refused: a pair SageMaker would refuse, a key `serve` would
-    not read, or a value `serve` refuses (its own rules: `handler.core.environment`)."""
+    not read, or a value `serve` or vLLM refuses (their rules: `handler.core.environment`)."""
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not _ENV_KEY.fullmatch(key):
@@ -280,7 +280,8 @@ def env_problem(pairs: Sequence[str]) -> str | None:
                 f"--env {key}: the container's variables are case-sensitive, and serve reads only "
                 f"{SM_VLLM_PREFIX}* in upper case: give {key.upper()}"
             )
-    problems = environment_problems(env_from_pairs(pairs), None)
+    env = env_from_pairs(pairs)
+    problems = environment_problems(env, None) + vllm_number_problems(env)
     if problems:
         return "--env: the container's serve would refuse it: " + "; ".join(problems)
     return None

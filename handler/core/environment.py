@@ -93,9 +93,9 @@ _NUMBERS: dict[str, tuple[Callable[[str], object], str]] = {
 }
 
 
-def vllm_numbers(env: Mapping[str, str]) -> None:
-    """ConfigError naming each SM_VLLM_* variable of a numeric vLLM option whose value vLLM's
-    parser would refuse."""
+def vllm_number_problems(env: Mapping[str, str]) -> list[str]:
+    """Each SM_VLLM_* variable of a numeric vLLM option whose value vLLM's parser refuses (in
+    the container, vLLM itself says so when `serve` starts it; `deploy --env` says it first)."""
     wrong = []
     for variable in sorted(env):
         flag = sm_vllm.flag_name(variable) if sm_vllm.becomes_flag(variable) else ""
@@ -104,8 +104,7 @@ def vllm_numbers(env: Mapping[str, str]) -> None:
             kind(env[variable])
         except ValueError:
             wrong.append(f"{variable}={env[variable]!r}: vLLM's {flag} takes {takes}")
-    if wrong:
-        raise ConfigError("; ".join(wrong))
+    return wrong
 
 
 # Each reads its variables and raises ConfigError for a value `serve` refuses.
@@ -117,7 +116,6 @@ _READERS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     auto_install,
     cpu_preload,
     sm_vllm.flags,
-    vllm_numbers,
     MetricsSettings.from_env,
 )
 

@@ -61,7 +61,6 @@ def test_env(pairs: list[str], problem: str | None) -> None:
         {"SAGEMAKER_BIND_TO_PORT": "70000"},
         {"SAGEMAKER_STOP_TIMEOUT_SECONDS": "-1", "SAGEMAKER_BATCH": "2"},
         {"SM_VLLM_MAX_MODLE_LEN": "8192", "SM_VLLM_ENFORCE_EAGR": "true"},
-        {"SM_VLLM_MAX_MODEL_LEN": "abc", "SM_VLLM_TENSOR_PARALLEL_SIZE": "two"},
     ],
 )
 def test_deploy_refuses_what_serve_refuses(
