@@ -1,25 +1,19 @@
-"""Where batch tools read inputs and write outputs: local paths, `-` (stdin/stdout),
-`http(s)://` URLs (presigned GET and PUT) and `s3://bucket/key` or prefixes; `.gz` by name.
+"""Where the client reads and writes: local paths, `-` (stdin, stdout), `http(s)://` URLs (a
+presigned GET or PUT) and `s3://` keys and prefixes; `.gz` by name.
 
-S3 goes through boto3 with its usual configuration (profile, region, and `AWS_ENDPOINT_URL` for
-S3-compatible stores or a local moto server); large uploads are multipart. Remote inputs are
-streamed to a temporary file, never held in memory. Outputs are written atomically: a file
-appears only once it is complete, so a failed input leaves no output and a re-run can skip what
-is done. HTTP transfers are retried with backoff on 5xx and timeouts; any 2xx is success.
-
-What cannot be read or written is `Unreachable`, whose message is the one line a command
-prints: `cannot read URI: why` (`cannot write`, ...), for local paths, S3 (no credentials, no
-bucket, access denied: `_s3`) and HTTP alike. `check_writable` finds an output that cannot be
-written before any work is done, without creating anything.
-
-boto3 is imported by the first S3 call (`_s3`), not with this module: the commands' parsers, which
-`vllm-sagemaker --help` builds, load without it.
+S3 goes through smart_open with boto3's usual configuration (profile, region, AWS_ENDPOINT_URL):
+reads stream, writes are multipart uploads that appear only once complete (as a local output
+does, written beside itself and renamed). HTTP stays on httpx: smart_open cannot PUT, and reads
+with no retry where ours retries 5xx and timeouts (5 times over 31 s). What cannot be read or
+written is `Unreachable`, one line. boto3 and smart_open load at the first S3 call, so
+`vllm-sagemaker --help` loads neither.
 """
 
 import contextlib
 import functools
 import gzip
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,42 +26,26 @@ from typing import IO, Any, cast
 
 import httpx
 
-from vllm_sagemaker.deploy.base.error_answers import said
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused, explain
 from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
 
 HTTP_RETRIES = 5
 HTTP_TIMEOUT_S = 300.0
+# S3's rules for bucket names (general purpose buckets).
+_BUCKET = re.compile(r"(?![0-9.]+$)(?!.*(\.\.|\.-|-\.))[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_BUCKET_RULE = (
+    "3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or "
+    "digit, not an IP address"
+)
 
 
-class Unreachable(OSError):
-    """An input that cannot be read or an output that cannot be written; the message says why."""
+class Unreachable(ClientError, OSError):
+    """An input that cannot be read or an output that cannot be written (an OSError too, for
+    the callers that catch one); the line says why."""
 
 
 class NoInput(Unreachable, FileNotFoundError):
-    """An input with no files: a FileNotFoundError for the callers that look for one."""
-
-
-@contextlib.contextmanager
-def _s3(action: str, uri: str) -> Iterator[None]:
-    """S3 calls whose failure (no credentials, no bucket, access denied, no network) is the one
-    line `cannot <action> <uri>: <why>`, the why as every command tells it
-    (`deploy.base.aws_lines`). Every S3 call goes through here, so boto3 loads here."""
-    from vllm_sagemaker.deploy.base.aws_lines import aws_line
-
-    try:
-        yield
-    except Exception as error:
-        why = aws_line(error)
-        if why is None:
-            raise
-        raise Unreachable(f"cannot {action} {uri}: {why}") from error
-
-
-@functools.cache
-def s3_client() -> Any:
-    import boto3
-
-    return boto3.client("s3")
+    """An input with no files."""
 
 
 @dataclass(frozen=True)
@@ -77,140 +55,94 @@ class InputFile:
     size: int
 
 
-def list_inputs(uri: str) -> list[InputFile]:
-    """Every file under `uri` (a file, a directory searched recursively, or an S3 prefix),
-    sorted, each with its path relative to the input's directory."""
-    found = _list_s3(uri) if is_s3(uri) else _list_local(Path(uri))
-    if not found:
-        raise NoInput(f"no input files under {uri}")
-    return sorted(found, key=lambda f: f.relative)
-
-
-def _list_local(path: Path) -> list[InputFile]:
-    if path.is_file():
-        return [InputFile(str(path), path.name, path.stat().st_size)]
-    if not path.is_dir():
-        raise NoInput(f"{path} does not exist")
-    return [
-        InputFile(str(file), file.relative_to(path).as_posix(), file.stat().st_size)
-        for file in path.rglob("*")
-        if file.is_file()
-    ]
-
-
-def _list_s3(uri: str) -> list[InputFile]:
-    """Objects whose keys start with the prefix, relative to the prefix's last `/`, as
-    SageMaker's S3Prefix data source selects them."""
-    bucket, prefix = s3_parts(uri)
-    base = prefix[: prefix.rfind("/") + 1]
-    with _s3("read", uri):
-        pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        return [
-            InputFile(f"{S3}{bucket}/{item['Key']}", item["Key"][len(base) :], item["Size"])
-            for page in pages
-            for item in page.get("Contents", [])
-            if not item["Key"].endswith("/")
-        ]
-
-
-def joined(base: str, relative: str) -> str:
-    """The location `relative` under the output `base`."""
-    if is_s3(base):
-        return base.rstrip("/") + "/" + relative
-    return str(Path(base) / relative)
-
-
-def exists(uri: str) -> bool:
-    if not is_s3(uri):
-        return Path(uri).is_file()
-    bucket, key = s3_parts(uri)
-    with _s3("read", uri):
-        from vllm_sagemaker.deploy.base.aws_errors import missing
-
-        client = s3_client()
-        try:
-            client.head_object(Bucket=bucket, Key=key)
-        except client.exceptions.ClientError as error:
-            if missing(error):
-                return False
-            raise
-    return True
-
-
-def remove(uri: str) -> None:
-    """Delete the file at `uri`; FileNotFoundError when there is none."""
-    if not is_s3(uri):
-        Path(uri).unlink()
-        return
-    if not exists(uri):
-        raise FileNotFoundError(uri)
-    bucket, key = s3_parts(uri)
-    with _s3("delete", uri):
-        s3_client().delete_object(Bucket=bucket, Key=key)
-
-
-@contextlib.contextmanager
-def opened(file: InputFile) -> Iterator[IO[bytes]]:
-    """The input opened for binary reading (an S3 object is downloaded to a temporary file)."""
-    if not is_s3(file.uri):
-        with open(file.uri, "rb") as local:
-            yield local
-        return
-    bucket, key = s3_parts(file.uri)
-    with tempfile.TemporaryFile() as copy:
-        with _s3("read", file.uri):
-            s3_client().download_fileobj(bucket, key, copy)
-        copy.seek(0)
-        yield copy
-
-
-@contextlib.contextmanager
-def written(uri: str) -> Iterator[IO[bytes]]:
-    """A binary file that appears at `uri` only if the block ends without an exception."""
-    if is_s3(uri):
-        bucket, key = s3_parts(uri)
-        with tempfile.TemporaryFile() as staged:
-            yield staged
-            staged.seek(0)
-            with _s3("write", uri):
-                s3_client().upload_fileobj(staged, bucket, key)
-        return
-    target = Path(uri)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, staged_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as staged:
-            yield staged
-        os.replace(staged_name, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(staged_name)
+def bucket_problem(bucket: str) -> str | None:
+    if _BUCKET.fullmatch(bucket):
+        return None
+    return f"{bucket!r} is not an S3 bucket name ({_BUCKET_RULE})"
 
 
 def is_http(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
-def _http(method: str, url: str, upload: str | None = None, into: IO[bytes] | None = None) -> None:
-    """One HTTP call, retried with backoff on 5xx, timeouts and connection errors: the file
-    `upload` is streamed as the body; a successful answer is streamed into `into`."""
+def is_local(uri: str) -> bool:
+    return uri != "-" and not is_s3(uri) and not is_http(uri)
+
+
+def compressed(uri: str) -> bool:
+    return uri.split("?", 1)[0].endswith(".gz")
+
+
+def joined(base: str, relative: str) -> str:
+    """The location `relative` under the output `base`."""
+    return base.rstrip("/") + "/" + relative if is_s3(base) else str(Path(base) / relative)
+
+
+@functools.cache
+def s3_client() -> Any:
+    import boto3
+
+    return boto3.client("s3")
+
+
+@contextlib.contextmanager
+def told(action: str, uri: str) -> Iterator[None]:
+    """A failure of the block as the one line `cannot <action> <uri>: <why>`, the why of a
+    library's error (which smart_open wraps) as `errors.explain` tells it."""
+    try:
+        yield
+    except ClientError:
+        raise
+    except Exception as error:
+        cause = error.__cause__ or error
+        why: str | None = str(cause)  # a .gz that is not gzip, cut short or damaged
+        if isinstance(cause, OSError) and cause.filename:
+            why = cause.strerror or why  # the line names the path
+        elif not isinstance(cause, (EOFError, zlib.error, gzip.BadGzipFile)):
+            why = explain(cause) or explain(error)
+        if why is None:
+            raise
+        raise Unreachable(f"cannot {action} {uri}: {why}") from error
+
+
+@contextlib.contextmanager
+def _stream(uri: str, mode: str) -> Iterator[IO[bytes]]:
+    """A local path or an S3 object opened by smart_open, its bytes as stored; an exception in
+    the block aborts an upload."""
+    import smart_open
+
+    action = "read" if "r" in mode else "write"
+    params = {"client": s3_client()} if is_s3(uri) else None
+    with told(action, uri):
+        stream = smart_open.open(uri, mode, compression="disable", transport_params=params)
+    try:
+        yield cast(IO[bytes], stream)
+    except BaseException as error:
+        stream.__exit__(type(error), error, error.__traceback__)
+        raise
+    with told(action, uri):
+        stream.close()
+
+
+def _http(method: str, url: str, file: IO[bytes]) -> None:
+    """A GET streamed into `file`, or `file` PUT, retried with backoff on 5xx, timeouts and
+    connection errors."""
     failure = ""
     for attempt in range(HTTP_RETRIES + 1):
         if attempt:
             time.sleep(min(2 ** (attempt - 1), 30))
+        file.seek(0)
         try:
-            with contextlib.ExitStack() as stack:
-                body = stack.enter_context(open(upload, "rb")) if upload else None
-                response = stack.enter_context(
-                    httpx.stream(method, url, content=body, timeout=HTTP_TIMEOUT_S)
-                )
+            body = file if method == "PUT" else None
+            with httpx.stream(method, url, content=body, timeout=HTTP_TIMEOUT_S) as response:
                 if response.is_success:
-                    if into is not None:
-                        into.seek(0)
-                        into.truncate()
+                    if method == "GET":
+                        file.truncate()
                         for chunk in response.iter_bytes():
-                            into.write(chunk)
+                            file.write(chunk)
                     return
+                from vllm_sagemaker.deploy.base.error_answers import said
+
                 failure = said(response.read(), response.status_code)
         except httpx.TransportError as error:
             failure = f"{type(error).__name__}: {error}"
@@ -220,102 +152,141 @@ def _http(method: str, url: str, upload: str | None = None, into: IO[bytes] | No
     raise Unreachable(f"{method} {url.split('?', 1)[0]} failed: {failure}")
 
 
-def _download(uri: str, into: IO[bytes]) -> None:
+def list_inputs(uri: str) -> list[InputFile]:
+    """Every file under `uri` (a file, a directory searched recursively, or an S3 prefix as
+    SageMaker's S3Prefix selects it), sorted, each relative to the input's directory."""
+    if is_s3(uri):
+        bucket, prefix = s3_parts(uri)
+        base = prefix[: prefix.rfind("/") + 1]
+        with told("read", uri):
+            pages = (
+                s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            )
+            found = [
+                InputFile(f"{S3}{bucket}/{item['Key']}", item["Key"][len(base) :], item["Size"])
+                for page in pages
+                for item in page.get("Contents", [])
+                if not item["Key"].endswith("/")
+            ]
+    else:
+        path = Path(uri)
+        if not path.exists():
+            raise NoInput(f"{path} does not exist")
+        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+        top = path.parent if path.is_file() else path
+        found = [InputFile(str(f), f.relative_to(top).as_posix(), f.stat().st_size) for f in files]
+    if not found:
+        raise NoInput(f"no input files under {uri}")
+    return sorted(found, key=lambda f: f.relative)
+
+
+def exists(uri: str) -> bool:
     if not is_s3(uri):
-        _http("GET", uri, into=into)
+        return Path(uri).is_file()
+    with told("read", uri):
+        import botocore.exceptions
+
+        from vllm_sagemaker.deploy.base.error_answers import missing
+
+        try:
+            s3_client().head_object(Bucket=s3_parts(uri)[0], Key=s3_parts(uri)[1])
+        except botocore.exceptions.ClientError as error:
+            if not missing(error):
+                raise
+            return False
+    return True
+
+
+def remove(uri: str) -> None:
+    """Delete the file at `uri`; FileNotFoundError when there is none."""
+    if not exists(uri):
+        raise FileNotFoundError(uri)
+    with told("delete", uri):
+        if is_s3(uri):
+            s3_client().delete_object(Bucket=s3_parts(uri)[0], Key=s3_parts(uri)[1])
+        else:
+            Path(uri).unlink()
+
+
+def opened(file: InputFile) -> contextlib.AbstractContextManager[IO[bytes]]:
+    """The input opened for binary reading, its bytes as stored (S3: streamed)."""
+    return _stream(file.uri, "rb")
+
+
+@contextlib.contextmanager
+def written(uri: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `uri` (local or S3) only if the block ends without an
+    exception."""
+    if is_s3(uri):
+        with _stream(uri, "wb") as sink:
+            yield sink
         return
-    bucket, key = s3_parts(uri)
-    with _s3("read", uri):
-        s3_client().download_fileobj(bucket, key, into)
-
-
-def compressed(uri: str) -> bool:
-    return uri.split("?", 1)[0].endswith(".gz")
-
-
-def is_local(uri: str) -> bool:
-    return uri != "-" and not is_s3(uri) and not is_http(uri)
+    target = Path(uri)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(descriptor, "wb") as staged:
+            yield staged
+        os.replace(name, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
 
 
 @contextlib.contextmanager
 def local_copy(uri: str) -> Iterator[str]:
-    """A local path with `uri`'s bytes, for a caller that reads them several times: a local
-    file itself, else one download (or stdin, read once) into a temporary file removed on exit.
-    The copy stays as it was sent (`.gz` stays compressed, and in the name)."""
+    """A local path with `uri`'s bytes as sent (`.gz` stays compressed, and in the name), for a
+    caller that reads them several times: a local file itself, else one download (or stdin,
+    read once) into a temporary file removed on exit."""
     if is_local(uri):
         yield uri
         return
     with tempfile.TemporaryDirectory() as directory:
         path = str(Path(directory) / ("input.jsonl.gz" if compressed(uri) else "input.jsonl"))
-        with open(path, "wb") as copy:
+        with open(path, "w+b") as copy:
             if uri == "-":
                 shutil.copyfileobj(sys.stdin.buffer, copy)
+            elif is_http(uri):
+                _http("GET", uri, copy)
             else:
-                _download(uri, copy)
+                with told("read", uri), _stream(uri, "rb") as remote:
+                    shutil.copyfileobj(remote, copy)
         yield path
 
 
 @contextlib.contextmanager
 def reading(uri: str) -> Iterator[IO[bytes]]:
-    """`uri` opened for binary reading, decompressed when its name ends in `.gz`."""
+    """`uri` opened for binary reading: stdin as it streams, anything else as a file (a remote
+    one downloaded once), decompressed first when its name ends in `.gz` (so damage shows
+    before any work, and the input can be counted, then read)."""
+    if uri == "-":
+        yield sys.stdin.buffer
+        return
     with contextlib.ExitStack() as stack:
-        if uri == "-":
-            raw: IO[bytes] = sys.stdin.buffer
-        elif is_s3(uri) or is_http(uri):
-            raw = stack.enter_context(tempfile.TemporaryFile())
-            _download(uri, raw)
-            raw.seek(0)
-        else:
-            try:
-                raw = stack.enter_context(open(uri, "rb"))
-            except OSError as error:
-                raise Unreachable(f"cannot read {uri}: {error.strerror}") from None
-        if not compressed(uri):
-            yield raw
-            return
-        unpacked = stack.enter_context(_Gunzip(uri, raw))
-        unpacked.peek(1)  # a file that is not gzip at all is found before any work
-        yield cast(IO[bytes], unpacked)
-
-
-class _Gunzip(gzip.GzipFile):
-    """A `.gz` input whose damage (not gzip at all, cut short, a bad checksum) is `Unreachable`
-    wherever in the file it shows."""
-
-    def __init__(self, uri: str, raw: IO[bytes]) -> None:
-        super().__init__(fileobj=raw, mode="rb")
-        self.uri = uri
-
-    @contextlib.contextmanager
-    def _damage(self) -> Iterator[None]:
-        try:
-            yield
-        except (OSError, EOFError, zlib.error) as error:
-            raise Unreachable(f"cannot read {self.uri}: {error}") from error
-
-    def read(self, size: int | None = -1) -> bytes:
-        with self._damage():
-            return super().read(size)
-
-    def read1(self, size: int = -1) -> bytes:
-        with self._damage():
-            return super().read1(size)
-
-    def peek(self, n: int) -> bytes:
-        with self._damage():
-            return super().peek(n)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        with self._damage():
-            return super().readline(size)
+        path = stack.enter_context(local_copy(uri))
+        with told("read", uri):
+            raw = stack.enter_context(open(path, "rb"))
+            if compressed(uri):
+                plain = stack.enter_context(tempfile.TemporaryFile())
+                with gzip.GzipFile(fileobj=raw) as packed:
+                    shutil.copyfileobj(packed, plain)
+                plain.seek(0)
+                raw = cast(Any, plain)
+        yield raw
 
 
 def check_writable(uri: str, directory: bool = False) -> None:
-    """`Unreachable` when the local file `uri` (with `directory`: the folder `uri`) could not be
-    written, found before any work is done and without creating anything: the nearest folder
-    that exists must take a new file (one is made and removed at once; permissions alone do not
-    say it, e.g. in /proc or as root). Remote outputs and stdout are not checked here: their
-    writes fail with their own line."""
+    """`Unreachable` (`Refused`: a name S3 refuses) when `uri` (with `directory`: the folder
+    `uri`) could not be written, found before any work and creating nothing: an S3 bucket must
+    exist and answer these credentials; a local file's nearest existing folder must take a new
+    file (one is made and removed at once: permissions do not say it in /proc or as root). A URL
+    and stdout fail with their own line when written."""
+    if is_s3(uri):
+        bucket = uri[len(S3) :].split("/", 1)[0]
+        if bucket_problem(bucket):
+            raise Refused(f"cannot write {uri}: {bucket_problem(bucket)}")
+        with told("write", uri):  # ListBucket, as HeadBucket, but its 404 names the bucket
+            s3_client().list_objects_v2(Bucket=bucket, MaxKeys=0)
     if not is_local(uri):
         return
     path = Path(uri)
@@ -331,37 +302,30 @@ def check_writable(uri: str, directory: bool = False) -> None:
     if not nearest.is_dir():
         raise Unreachable(f"cannot write {uri}: {nearest} is not a directory")
     try:
-        descriptor, probe = tempfile.mkstemp(dir=nearest, prefix=".vllm-sagemaker-probe-")
+        tempfile.TemporaryFile(dir=nearest).close()
     except OSError as error:
         raise Unreachable(
             f"cannot write {uri}: no file can be created in {nearest} ({error.strerror})"
         ) from None
-    os.close(descriptor)
-    os.unlink(probe)
     if not directory and path.exists() and not os.access(path, os.W_OK):
         raise Unreachable(f"cannot write {uri}: permission denied")
 
 
 def publish(staged: str, uri: str) -> None:
-    """Deliver a finished local file to `uri`, compressing it when the name ends in `.gz`."""
-    source = staged
+    """Deliver a finished local file to `uri`, compressed when the name ends in `.gz` (a plain
+    local file onto itself is there already)."""
+    if os.path.abspath(staged) == os.path.abspath(uri):
+        return
     with contextlib.ExitStack() as stack:
-        if compressed(uri):
-            packed = stack.enter_context(tempfile.NamedTemporaryFile(suffix=".gz"))
-            with open(staged, "rb") as plain, gzip.open(packed, "wb") as packing:
-                shutil.copyfileobj(plain, packing)
-            packed.flush()
-            source = packed.name
         if uri == "-":
-            with open(source, "rb") as finished:
-                shutil.copyfileobj(finished, sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-        elif is_s3(uri):
-            bucket, key = s3_parts(uri)
-            with _s3("write", uri):
-                s3_client().upload_file(source, bucket, key)
+            sink: IO[bytes] = sys.stdout.buffer
         elif is_http(uri):
-            _http("PUT", uri, upload=source)
-        elif os.path.abspath(source) != os.path.abspath(uri):
-            Path(uri).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, uri)
+            sink = stack.enter_context(tempfile.TemporaryFile())
+        else:
+            sink = stack.enter_context(written(uri))
+        packing = gzip.GzipFile(fileobj=sink, mode="wb") if compressed(uri) else None
+        with open(staged, "rb") as source, packing or contextlib.nullcontext():
+            shutil.copyfileobj(source, packing or sink)
+        sink.flush()
+        if is_http(uri):
+            _http("PUT", uri, sink)
