@@ -1,16 +1,9 @@
 """`deploy token`, and the bearer token of SageMaker's OpenAI-compatible path, made as the
-SageMaker SDK makes it.
-
-`sagemaker.core.token_generator.generate_token` (sagemaker-core 2.12 and later) presigns
-`POST https://sagemaker.amazonaws.com/?Action=CallWithBearerToken` with SigV4 (service
-`sagemaker`, the caller's region, `host` the only signed header), appends `&Version=1` to the
-URL without its scheme, and base64-encodes it behind `sagemaker-api-key-`. That package brings
-pandas, scipy, paramiko and more into a client that needs none of them, so the same few lines
-run here on botocore, which the client has already. No AWS call is made: the token is a
-signature, and SageMaker checks it (and the caller's IAM permissions) when it is used.
-
-The option checks (`deploy.kit.checks`) use `duration_s`, and `vllm-sagemaker --help` loads
-them: boto3 and botocore load in the functions that call AWS or sign, not with this module.
+SageMaker SDK's `generate_token` makes it: `POST https://sagemaker.amazonaws.com/?Action=
+CallWithBearerToken` presigned with SigV4 (service `sagemaker`, `host` the only signed header),
+`&Version=1` appended to the URL without its scheme, base64 behind `sagemaker-api-key-`. On
+botocore, which the client has (sagemaker-core would bring pandas, scipy and more); no AWS call
+is made. boto3 and botocore load in the functions that sign or call AWS: `--help` loads this.
 """
 
 import argparse

@@ -16,20 +16,13 @@ from dataclasses import dataclass
 INSTANCE_TYPE = re.compile(r"ml\.([a-z0-9]+(?:-[a-z0-9]+)*)\.([a-z0-9]+(?:-[a-z0-9]+)*)")
 
 # GPUs per instance type for the NVIDIA families SageMaker hosts LLMs on (size -> GPU count).
+_G = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4}
+_G_LARGE = {**_G, "24xlarge": 4, "48xlarge": 8}
 _GPUS_BY_SIZE = {
-    "g5": {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4,
-           "24xlarge": 4, "48xlarge": 8},
-    "g6": {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4,
-           "24xlarge": 4, "48xlarge": 8},
-    "g6e": {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4,
-            "24xlarge": 4, "48xlarge": 8},
-    "g4dn": {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4},
+    "g4dn": _G, "g5": _G_LARGE, "g6": _G_LARGE, "g6e": _G_LARGE,
     "p3": {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8},
-    "p4d": {"24xlarge": 8},
-    "p4de": {"24xlarge": 8},
-    "p5": {"4xlarge": 1, "48xlarge": 8},
-    "p5e": {"48xlarge": 8},
-    "p5en": {"48xlarge": 8},
+    "p4d": {"24xlarge": 8}, "p4de": {"24xlarge": 8},
+    "p5": {"4xlarge": 1, "48xlarge": 8}, "p5e": {"48xlarge": 8}, "p5en": {"48xlarge": 8},
 }  # fmt: skip
 # The families without an NVIDIA GPU that SageMaker hosts on: x86_64 CPUs (Intel and AMD; the
 # 7i families are Intel Sapphire Rapids, with AMX), Graviton (arm64, the `g` after the
