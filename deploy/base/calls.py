@@ -1,8 +1,5 @@
-"""A plan's calls as data: what `--dry-run` prints and a real run makes (`deploy.base.run`).
-
-A `Call` is one AWS API call (or a write of a local file, service `file`); a body may be
-`Lines`, a range of a JSON Lines file copied out when the call is made. The rules that choose a
-command's calls are the deploy kit's (`deploy.kit.plans`).
+"""A plan's calls as data, what `--dry-run` prints and a real run makes (`deploy.base.run`): one
+AWS API call (or a local file's write, service `file`) each; a body may be `Lines` of a file.
 """
 
 import json

@@ -1,19 +1,8 @@
-"""Ctrl-C in the client's commands: one rule for all of them.
-
-The first Ctrl-C (SIGINT) stops the command in order. In asyncio (`run`) it cancels the main task,
-so its `finally` blocks and context managers close what is in flight (requests, files, an engine
-started for the run); elsewhere it is a KeyboardInterrupt. The command then says in one line what
-it kept and how to go on (`Interrupted`: `kept_line`, `wait_line`), which the top
-(`container.cli`, `report`) prints as `<command>: <line>`, and exits with status 130 (128 +
-SIGINT, what a shell reports for a process Ctrl-C ended). Outputs are written so that nothing
-half-written is taken for finished: a file appears whole or not at all, and `--resume` cuts off
-a half-written last line. A step that does not wait in the event loop (a remote input copied
-to a local file, the output delivered at the end) finishes before the first Ctrl-C lands.
-
-A second Ctrl-C while the first is handled (a slow stop: an engine that takes its time to shut
-down) ends the process at once (`os._exit`), with one line too (`second_line`) and never a
-traceback. An engine a run started gets SIGTERM from the kernel when its runner is gone.
-"""
+"""Ctrl-C in the client's commands, one rule for all: the first stops the command in order (in
+asyncio, `run` cancels the main task so its cleanup runs; elsewhere a KeyboardInterrupt), which
+then says in one line what it kept and how to go on (`Interrupted`), printed by the top
+(`report`) with exit status 130. Outputs appear whole or not at all. A second Ctrl-C during a slow
+stop ends the process at once (`os._exit`), with one line too (`second_line`)."""
 
 import asyncio
 import contextlib
@@ -45,9 +34,8 @@ def interrupted_line(what: str, go_on: str) -> str:
 
 
 def kept_line(count: int, noun: str, verb: str, where: str, total: int | None = None) -> str:
-    """The line of a run stopped with `count` `noun`s done (`verb`: answered, transformed) and
-    kept in `where`, of `total` when it is known. `--resume` keeps them and does the rest, so it
-    is named when there are some; with none it would do what a plain run does, so it is not."""
+    """The line of a run stopped with `count` `noun`s `verb` and kept in `where` (of `total`,
+    when known); `--resume` is named only when there are some to keep."""
     if not count:
         none = f"none of {total} {noun}s" if total is not None else f"no {noun}"
         return interrupted_line(f"{none} {verb}, nothing written to {where}", AGAIN)
@@ -57,9 +45,8 @@ def kept_line(count: int, noun: str, verb: str, where: str, total: int | None = 
     return interrupted_line(f"{done} {verb} and kept in {where}", RESUME)
 
 
-# What a deploy command waiting for a SageMaker resource leaves when Ctrl-C stops the wait: the
-# resource goes on without the command. By the Describe call waited on: what it is, the
-# parameter naming it, and the commands that check it and take it back.
+# A wait Ctrl-C stopped, by its Describe call: what goes on without the command, the parameter
+# naming it, and the commands that check it and take it back.
 WAITS = {
     "DescribeEndpoint": (
         "endpoint",
@@ -83,9 +70,8 @@ def wait_line(
     region: str | None,
     profile: str | None = None,
 ) -> str:
-    """The line of a wait on `operation` (a Describe call with `params`) that Ctrl-C stopped,
-    having last seen `status` (None: not read yet), in `region` with `profile` (the --profile
-    given, which the commands it names need too)."""
+    """The line of a wait on `operation` (with `params`, last seen `status`) Ctrl-C stopped; the
+    commands it names take the `region` and the --profile given."""
     kind, key, check, undo = WAITS[operation]
     name = params[key]
     seen = f" ({status})" if status else ""
@@ -136,9 +122,8 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def handled(command: str) -> Iterator[None]:
-    """Ctrl-C handled by this module's rule while `command` runs (in the main thread only). The
-    handler stays once a stop has begun, so that a second Ctrl-C still ends the process at once
-    while the stop's line is printed."""
+    """Ctrl-C handled by this module's rule while `command` runs (in the main thread only); the
+    handler stays once a stop has begun, for a second Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -154,8 +139,7 @@ def handled(command: str) -> Iterator[None]:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` where Ctrl-C cancels `main` (its cleanup runs) and ends as a
-    KeyboardInterrupt, or as the `Interrupted` that `main` raised to say what it kept. Outside
-    `handled`, asyncio's own handler does the cancelling."""
+    KeyboardInterrupt, or as the `Interrupted` that `main` raised to say what it kept."""
 
     async def watched() -> T | Interrupted:
         _state.task, _state.loop = asyncio.current_task(), asyncio.get_running_loop()
@@ -185,9 +169,8 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 def report(command: str, stop: KeyboardInterrupt) -> int:
-    """Print the line of a Ctrl-C that reached the top and return the exit status. A thread
-    that cannot be stopped (a call to a SageMaker endpoint still waiting for its answer, which
-    Python would wait for at exit) does not hold the exit: the process ends at once."""
+    """Print the line of a Ctrl-C that reached the top and return the exit status; a thread
+    still waiting (a call to an endpoint) does not hold the exit: the process ends at once."""
     print(f"{command}: {top_line(stop)}", file=sys.stderr, flush=True)
     waiting = [
         thread

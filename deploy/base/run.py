@@ -1,5 +1,5 @@
-"""Carrying out a plan of AWS calls with boto3, or printing it for `--dry-run`; and taking
-back what a failed run created (`Rollback`)."""
+"""Carrying out a plan of AWS calls with boto3, or printing it for `--dry-run`; taking back what
+a failed run created (`Rollback`)."""
 
 import contextlib
 import re
@@ -30,9 +30,8 @@ def execute(
     assumed: Sequence[str] = (),
     rollback: "Rollback | None" = None,
 ) -> list[dict[str, Any]]:
-    """Make the calls in order and return their answers; or, for a dry run, print them as JSON
-    (and on stderr what the plan had to assume) and make none. `rollback` records each call
-    made, and the one that failed."""
+    """Make the calls in order and return their answers (`rollback` records each call made); or,
+    for a dry run, print them as JSON, and on stderr what the plan had to assume."""
     if dry_run:
         for assumption in assumed:
             say(f"dry run: {assumption}")
@@ -65,10 +64,9 @@ def rollback_line(
     changed: Sequence[str] = (),
     in_use: Sequence[str] = (),
 ) -> str:
-    """The one line of a failed run: what failed, what it changed that stays (an endpoint it
-    switched) and what that uses (`in_use`: never removed), then what this run created and took
-    back (`removed`; with `kept`, left on purpose), what it could not take back (what, why) and
-    what it wrote that stays (a write cannot be told from what was there before)."""
+    """The one line of a failed run: what failed, what it changed that stays and what that uses
+    (`in_use`), what it took back (`removed`; with `kept`, left on purpose), could not take back
+    (what, why), and wrote that stays."""
     parts = [failure, *changed]
     if in_use:
         parts.append(f"kept {_listed(in_use)} (in use)")
@@ -86,12 +84,10 @@ def rollback_line(
 
 
 class Rollback:
-    """What a failed run takes back, as CloudFormation rolls back a stack: in reverse order,
-    what this run's calls created (`undo` says how to delete it: `Undo.call`), never what was
-    there before; with `keep`, nothing, and the line says what was kept. Used as a `with` block
-    around the run, whose calls `execute(..., rollback=...)` makes: an error that leaves the
-    block (a call that failed, a builder, an endpoint that ended Failed) becomes one line and
-    exit status 1, naming the call that failed and what was removed."""
+    """What a failed run takes back, as CloudFormation rolls back a stack: newest first, what its
+    calls created (`undo`), never what was there before (with `keep`, nothing). A `with` block
+    around the run: an error that leaves it becomes one ClientError line naming the call that
+    failed and what was removed."""
 
     def __init__(self, undo: Callable[[Call], Undo | None], keep: bool = False) -> None:
         self.undo = undo
@@ -129,8 +125,6 @@ class Rollback:
         raise ClientError(line, found.status) from error
 
     def _rolled_back(self, failure: str) -> str:
-        """Take back, newest first, what the run created, except what stays uses (`Undo.uses`):
-        what an endpoint the run switched runs on, or what an undeleted one does."""
         taken = [undo for call in reversed(self.made) if (undo := self.undo(call))]
         stays = [undo for undo in taken if undo.call is None]
         written = [undo.what for undo in reversed(stays) if not undo.uses]
@@ -170,8 +164,7 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
             sink.write(body if isinstance(body, bytes) else str(body).encode())
         return {}
     if isinstance(body, Lines):
-        # A part may pass S3's 5 GB limit for one PutObject: it is uploaded as boto3 uploads
-        # files (one PutObject up to 8 MB, a multipart upload above).
+        # A part may pass S3's 5 GB limit of one PutObject: boto3 uploads it in parts.
         with tempfile.TemporaryFile() as part:
             lines.copy(body, part)
             part.seek(0)
@@ -183,8 +176,7 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
 
 
 class _LineReader(contextlib.ExitStack):
-    """Copies `Lines` bodies out of their files, reading each file once when its parts come in
-    order (as a cut's shards do)."""
+    """Copies `Lines` bodies out of their files, each read once when its parts come in order."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -219,9 +211,8 @@ def described(call: Call) -> str:
 
 
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:
-    """Poll `describe` until its status is in `done` (returned) or `failed` (ClientError).
-    Ctrl-C stops the wait, not what is waited for: `interrupts.Interrupted`, whose line says
-    that it goes on and how to check it or take it back."""
+    """Poll `describe` until its status is in `done` (returned) or `failed` (ClientError); Ctrl-C
+    stops the wait, not what is waited for (`interrupts.Interrupted` says so)."""
     client = boto3.client(describe.service)
     operation = getattr(client, xform_name(describe.operation))
     last = None

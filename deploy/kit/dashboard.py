@@ -1,10 +1,6 @@
-"""`deploy dashboard`: write the CloudWatch dashboard NAME for the endpoint NAME
-(`deploy.kit.plans.dashboard`), one PutDashboard, which replaces a dashboard of that name.
-
-It reads the endpoint, its config and its model first: the variant (on instances or serverless),
-and the namespace and dimensions the container's EMF documents carry (its environment). A dry run
-that cannot read them assumes the kit's variant on instances and the container's defaults, and
-says so.
+"""`deploy dashboard`: write (or replace) the CloudWatch dashboard NAME for the endpoint NAME
+(`deploy.kit.plans.dashboard`) from its variant and its model's environment; a dry run that
+cannot read them assumes what `deploy endpoint` makes, and says so.
 """
 
 import argparse
@@ -36,9 +32,8 @@ class Drawn:
 
 
 def container_of(reads: Reads, name: str) -> Drawn | None:
-    """The endpoint's first variant and its model's environment; None when there is no endpoint
-    `name` (or, in a dry run that cannot read it, an assumption is recorded: the variant, on
-    instances, and the metric settings `deploy endpoint` gives a model)."""
+    """The endpoint's first variant and its model's environment (assumed, in a dry run that
+    cannot read them); None when there is no endpoint `name`."""
     assumed = len(reads.assumed)
     endpoint = reads.describe(
         Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}),

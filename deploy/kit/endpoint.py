@@ -1,13 +1,8 @@
-"""`deploy endpoint`: create (or update) a real-time, async or serverless endpoint and wait until
-it is InService; with --autoscale, then register its variant with Application Auto Scaling and
-put a target-tracking policy on it (`deploy.kit.plans.scaling`). An instance-based endpoint is
-not updated to serverless: AWS refuses that (`deploy.kit.plans.serverless`).
-
-Like every `deploy` command, it reads what decides its plan (`deploy.base.reads`), builds the
-plan (`deploy.kit.plans`) and carries it out (`deploy.base.run`); `--dry-run` makes the same
-reads and prints the same plan as JSON, and writes nothing. A run that fails, at a call or
-because the endpoint ended Failed, removes what it created (`deploy.kit.plans.rollback`) unless
---keep-on-failure.
+"""`deploy endpoint`: create (or update) a real-time, async or serverless endpoint, wait until it
+is InService and, with --autoscale, put its variant under Application Auto Scaling
+(`deploy.kit.plans.scaling`). It reads (`deploy.base.reads`), plans (`deploy.kit.plans`) and
+runs or, with --dry-run, prints the plan (`deploy.base.run`); a failed run removes what it
+created unless --keep-on-failure (`deploy.kit.plans.rollback`).
 """
 
 import argparse
@@ -45,9 +40,8 @@ from vllm_sagemaker.deploy.kit.serverless_options import serverless
 
 
 def default_image(reads: Reads, target: str) -> str:
-    """The image for an endpoint given no --image: the one `deploy image --target T` pushes for
-    the image T the endpoint takes, `<repository URI>:T` of the repository `vllm-sagemaker` in
-    the region, which must hold that tag. A dry run that cannot read ECR assumes it does."""
+    """The image for an endpoint given no --image: `deploy image --target T`'s, which ECR must
+    hold in the region (a dry run that cannot read ECR assumes it does)."""
     repository, tag = build.REPOSITORY, build.default_tag(target)
     first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
     assumed = len(reads.assumed)

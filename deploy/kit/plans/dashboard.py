@@ -1,11 +1,6 @@
-"""`deploy dashboard`'s call: a CloudWatch dashboard for one endpoint's variant, SageMaker's metrics
-of it (AWS/SageMaker, and its instances' under /aws/sagemaker/Endpoints; a serverless variant's
-cold starts, memory and concurrency) beside the container's own (the EMF documents of
-`handler.core.cloudwatch`), as one PutDashboard.
-
-The body is a pure function of the endpoint, its variant (and its ServerlessConfig), the region
-and the container's environment (which names the namespace and dimensions its EMF documents
-carry).
+"""`deploy dashboard`'s call: one PutDashboard drawing SageMaker's metrics of an endpoint's variant
+(on instances or serverless) beside the container's own (`handler.core.cloudwatch`'s EMF), a
+pure function of the endpoint, variant, region and the container's environment.
 """
 
 import json
@@ -78,18 +73,20 @@ def dashboard_body(
         {"Name": cloudwatch.ENDPOINT_DIMENSION, "Value": endpoint},
         {"Name": cloudwatch.VARIANT_DIMENSION, "Value": variant},
     ]
-    namespace, ours = emf_source(env)
 
-    def aws(name: str, stat: str, label: str | None = None) -> list[Any]:
-        return _metric(PLATFORM, name, platform, stat, label or f"{name} {stat}")
+    def lines_of(namespace: str, dimensions: list[dict[str, str]]) -> Line:
+        def line(name: str, stat: str, label: str | None = None) -> list[Any]:
+            return _metric(namespace, name, dimensions, stat, label or f"{name} {stat}")
 
-    def instance(name: str, stat: str, label: str | None = None) -> list[Any]:
-        return _metric(INSTANCES, name, platform, stat, label or f"{name} {stat}")
+        return line
 
-    def own(name: str, stat: str, label: str | None = None) -> list[Any]:
-        return _metric(namespace, name, ours, stat, label or f"{name} {stat}")
+    aws, instance, own = (
+        lines_of(PLATFORM, platform),
+        lines_of(INSTANCES, platform),
+        lines_of(*emf_source(env)),
+    )
 
-    def percentiles(line: Any, name: str) -> list[list[Any]]:
+    def percentiles(line: Line, name: str) -> list[list[Any]]:
         return [line(name, stat) for stat in PERCENTILES]
 
     each = "instance" if serverless is None else "container"
@@ -121,13 +118,7 @@ def dashboard_body(
                 *running,
             ],
         ),
-        (
-            "KV cache use (%)",
-            [
-                own(cloudwatch.KV_CACHE_USAGE, "Average", "average"),
-                own(cloudwatch.KV_CACHE_USAGE, "Maximum", "most"),
-            ],
-        ),
+        ("KV cache use (%)", spread(own, cloudwatch.KV_CACHE_USAGE)),
         (
             f"Tokens per second per {each}",
             [
@@ -159,6 +150,11 @@ def dashboard_body(
     }
 
 
+def spread(line: Line, name: str) -> list[list[Any]]:
+    """A metric's average and most."""
+    return [line(name, "Average", "average"), line(name, "Maximum", "most")]
+
+
 def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Widget]:
     """What SageMaker draws of a serverless variant in place of its instances: cold starts, memory
     and the concurrency used; with provisioned concurrency, the warm copies' use and the
@@ -175,20 +171,14 @@ def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Wid
         ),
         (
             "Concurrency used (of MAX_CONCURRENCY)",
-            [
-                aws("ServerlessConcurrentExecutionsUtilization", "Average", "average"),
-                aws("ServerlessConcurrentExecutionsUtilization", "Maximum", "most"),
-            ],
+            spread(aws, "ServerlessConcurrentExecutionsUtilization"),
         ),
     ]
     if provisioned:
         widgets += [
             (
                 "Provisioned concurrency used (of the copies kept warm)",
-                [
-                    aws("ServerlessProvisionedConcurrencyUtilization", "Average", "average"),
-                    aws("ServerlessProvisionedConcurrencyUtilization", "Maximum", "most"),
-                ],
+                spread(aws, "ServerlessProvisionedConcurrencyUtilization"),
             ),
             (
                 "Invocations on warm copies (sum a minute)",

@@ -1,10 +1,6 @@
 """The model a `deploy` command creates: where its container finds the weights, its environment,
-the CreateModel call, and whether SageMaker holds that model already.
-
-The plan rules (`deploy.kit.plans`) are pure functions from options, and what was read from AWS
-(`deploy.base.reads`), to a list of `Call`s, so `--dry-run` prints exactly what a real run
-executes, and tests can read the plan. What a command should say of its plan comes back beside
-it, as notes; the command prints them.
+the CreateModel call, and whether SageMaker holds that model already. Like every plan rule, pure
+functions of the options and what was read, to `Call`s and notes the command prints.
 """
 
 from collections.abc import Mapping

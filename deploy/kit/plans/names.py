@@ -1,9 +1,5 @@
-"""The names the deploy kit gives what it creates on SageMaker, and the tag it puts on it.
-
-A model, endpoint config, endpoint or transform job is named after `--name`: as it is, as one of
-the versions `deploy endpoint` makes when it updates an endpoint (`NAME-<UTC time>`), or as one of
-the transform jobs of `deploy batch` (`NAME-<shard>-<attempt>`). `deploy.kit.checks` refuses a
-`--name` with no room for what the command adds to it.
+"""The names the deploy kit gives what it creates on SageMaker (`--name` as it is, an update's
+`NAME-<UTC time>`, `deploy batch`'s jobs `NAME-<shard>-<attempt>`) and the tag it puts on it.
 """
 
 import re
@@ -56,8 +52,7 @@ def job_suffix(shard: int, attempt: int) -> str:
 
 
 def job_name(batch: str, shard: int, attempt: int) -> str:
-    """`<batch>-<shard>-<attempt>`. `deploy batch` refuses a name with no room for the first
-    attempt's suffix (`deploy.kit.checks`), so a name is whole until a shard's tenth attempt
-    (or shard 100000); a longer suffix cuts the batch name so the whole stays a valid job name."""
+    """`<batch>-<shard>-<attempt>`, the batch name cut when the suffix outgrows the room
+    `deploy.kit.checks` keeps for it, so the whole stays a valid job name."""
     suffix = job_suffix(shard, attempt)
     return batch[: MAX_NAME - len(suffix)].rstrip("-") + suffix

@@ -1,20 +1,14 @@
-"""What a failed deploy takes back (`deploy.base.run.Rollback`): the rule from a call the run made
-to the call that deletes what it created, and the name a line gives what a call touches.
-
-A Create call that succeeded made what it names (SageMaker and ECR refuse a name that exists),
-so deleting it touches nothing that was there before. An update, a deletion and a read take
-nothing back; an object or file a plan wrote may have replaced one that was there, so it stays
-and the line says so. Application Auto Scaling's RegisterScalableTarget and PutScalingPolicy
-create or replace: what they created is deregistered and deleted, what they replaced (the plan
-read it: `plans.scaling.replaced`) stays, as a write does (`undo_beside`). An UpdateEndpoint
-switched a live endpoint: it stays, and so do the config and model it now runs on.
+"""What a failed deploy takes back (`deploy.base.run.Rollback`), and how a line names what a call
+touches. A Create that succeeded made what it names, so its deletion touches nothing older; a
+deletion or a read takes nothing back; a write may have replaced something, so it stays, said,
+as does a scaling target or policy the run replaced (`undo_beside`); an UpdateEndpoint switched
+a live endpoint: it stays, with the config and model it now runs on.
 """
 
 from collections.abc import Callable, Sequence
 
 from vllm_sagemaker.deploy.base.calls import Call, Undo
 from vllm_sagemaker.deploy.kit.plans import scaling
-from vllm_sagemaker.deploy.kit.plans.delete import delete_calls
 
 # What a call touches, by the parameter naming it, first found first (CreateEndpoint names its
 # config too, CreateTransformJob its model).
@@ -44,23 +38,25 @@ def touched(call: Call) -> str:
     return str(params.get("Path", f"{call.service} {call.operation}"))
 
 
+# The deletion of what a Create made: its operation and the parameter naming it. Without force:
+# an ECR repository that holds an image (pushed before the failure) stays.
+_DELETIONS = {
+    ("sagemaker", "CreateModel"): ("DeleteModel", "ModelName"),
+    ("sagemaker", "CreateEndpointConfig"): ("DeleteEndpointConfig", "EndpointConfigName"),
+    ("sagemaker", "CreateEndpoint"): ("DeleteEndpoint", "EndpointName"),
+    ("ecr", "CreateRepository"): ("DeleteRepository", "repositoryName"),
+}
+
+
 def _deletion(call: Call) -> Call | None:
     """The call that deletes what `call` created; None when it created nothing to delete."""
-    params = call.params
-    if call.service == "sagemaker":
-        if call.operation == "CreateModel":
-            return delete_calls(None, [], [params["ModelName"]])[0]
-        if call.operation == "CreateEndpointConfig":
-            return delete_calls(None, [params["EndpointConfigName"]], [])[0]
-        if call.operation == "CreateEndpoint":
-            return delete_calls(params["EndpointName"], [], [])[0]
+    if (call.service, call.operation) in _DELETIONS:
+        operation, key = _DELETIONS[call.service, call.operation]
+        return Call(call.service, operation, {key: call.params[key]})
     if call.service == scaling.SERVICE and call.operation == "RegisterScalableTarget":
-        return scaling.deregistration(params)
+        return scaling.deregistration(call.params)
     if call.service == scaling.SERVICE and call.operation == "PutScalingPolicy":
-        return scaling.policy_deletion(params)
-    if call.service == "ecr" and call.operation == "CreateRepository":
-        # Without force: a repository that holds an image (pushed before the failure) stays.
-        return Call("ecr", "DeleteRepository", {"repositoryName": params["repositoryName"]})
+        return scaling.policy_deletion(call.params)
     return None
 
 

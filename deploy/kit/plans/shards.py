@@ -1,13 +1,8 @@
-"""Cutting input into shards: contiguous runs of whole lines, each an S3 object of its own that
-one transform job (or one instance of a job) reads, so each shard's `.out` keeps the input's order.
-
-SageMaker gives each input object to one instance only, so there is at least one shard per
-instance. `deploy transform` cuts the files under --input when they are fewer than its instances,
-each file in proportion to its lines (`shard_calls`); the shards go under a prefix of the job's
-own beside its output (`shard_prefix`), never into the input's prefix, so a later job never
-reads an earlier job's shards. Their objects keep the names earlier versions gave them,
-`<output>-parts/<job>/<file>.part-NNNNN.<ext>`. `deploy batch` cuts the valid lines of a batch
-file into shards of at most `--shard-lines` lines (`shard_sizes`), one transform job each.
+"""Cutting input into shards: contiguous runs of whole lines, each an object one instance reads
+(SageMaker gives an object to one instance only), so each shard's `.out` keeps the input's order.
+`deploy transform` cuts the files under --input, when fewer than its instances, in proportion
+to their lines, into `<output>-parts/<job>/<file>.part-NNNNN.<ext>` (never into the input);
+`deploy batch` cuts a batch file's valid lines into shards of at most `--shard-lines` lines.
 """
 
 import math

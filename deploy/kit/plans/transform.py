@@ -65,6 +65,12 @@ def shard_plan(
     prefix beside the output with the files cut into shards (and the shards an earlier attempt
     of the job left there deleted)."""
     target = shards.shard_prefix(output, job)  # outside the input (checks.shards_problem)
+    bucket = s3_uri.s3_parts(input_prefix)[0]
+    assumed = len(reads.assumed)
+    head = Call("s3", "HeadBucket", {"Bucket": bucket})
+    held = reads.describe(head, f"the plan assumes bucket {bucket} exists")
+    if held is None and len(reads.assumed) == assumed:  # read: a dry run stops as a run would
+        raise ClientError(f"--input {input_prefix}: bucket {bucket} does not exist")
 
     def listed() -> list[storage.InputFile]:
         try:
