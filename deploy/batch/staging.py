@@ -1,17 +1,11 @@
 """Where `vllm-sagemaker batch` appends its answers while a run goes on, and how they reach the
-output at the end.
+output at the end (docs/batch-files.md tells it as a user sees it).
 
 A plain local output is appended to in place; any other (`s3://`, `http(s)://`, `.gz`, `-`) is
-staged: appended to a local file, delivered once the run is complete, then removed. `--resume`
-finds a stopped run's staged answers again (after a `kill -9` too), so their directory is named
-after the user and the output as it resolves (`vllm-sagemaker-batch-<uid>-<hash>`, under
-`--output-tmp-dir`); what a random `mkdtemp` name would give is checked instead: the directory is
-made 0700, and refused when it is a symbolic link, another user's or open to others; the file is
-0600. A run holds its output with `flock` on the file `lock` there (holding its pid) before it
-reads anything, so a second run on it is refused (`Busy`); a plain output's lock is in the
-system's temporary directory. Nothing is left before the first answer: no staging directory, no
-output, no parent folder, an earlier output untouched. Answers that cannot be delivered are kept:
-`--resume` delivers them, `--resume-from OLD` to a corrected output.
+staged in a private directory named after the user and the output (so `--resume` finds it after
+a `kill -9`), then delivered and removed. A run holds its output with `flock` on a lock file
+holding its pid, before it reads anything. Nothing is left before the first answer. Answers that
+cannot be delivered are kept: `--resume` delivers them, `--resume-from OLD` to another output.
 """
 
 import contextlib
