@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from vllm_sagemaker.deploy.base.errors import refuse
+from vllm_sagemaker.deploy.base.storage import bucket_problem
 from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.deploy.kit.image_checks import (
     context_problem,
@@ -53,12 +54,6 @@ MAX_PAYLOAD_MB = 100
 # CreateModel's ExecutionRoleArn (its pattern and length).
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
 _ROLE_LENGTH = (20, 2048)
-# S3's rules for bucket names (general purpose buckets).
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_BUCKET_RULE = (
-    "3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or "
-    "digit, not an IP address"
-)
 # SageMaker's S3 URIs are at most 1024 characters.
 _MAX_S3_URI = 1024
 # A container's Environment: keys like shell variables, values up to 1024 characters.
@@ -153,16 +148,6 @@ def payload_problem(max_payload_mb: int, max_concurrent: int) -> str | None:
         f"{max_payload_mb * max_concurrent} MB: SageMaker allows at most {MAX_PAYLOAD_MB} MB "
         "in flight per instance"
     )
-
-
-def bucket_problem(bucket: str) -> str | None:
-    if (
-        _BUCKET.fullmatch(bucket)
-        and not any(pair in bucket for pair in ("..", ".-", "-."))
-        and not re.fullmatch(r"[0-9.]+", bucket)
-    ):
-        return None
-    return f"{bucket!r} is not an S3 bucket name ({_BUCKET_RULE})"
 
 
 def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
