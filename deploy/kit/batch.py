@@ -47,9 +47,6 @@ def main(args: argparse.Namespace) -> int:
             jobs = LocalJobs(args.local, settings, api_key(args.api_key))
             return interrupts.run(fleet.run(batch, jobs))
         return _on_sagemaker(args, batch, settings)
-    except fleet.Unusable as error:
-        say(str(error))
-        return 2
     except KeyboardInterrupt:
         raise interrupts.Interrupted(stopped_line(bool(args.local), args.work_prefix)) from None
 

@@ -226,23 +226,35 @@ def test_a_cancel_lets_running_jobs_end_and_starts_no_other(tmp_path: Path) -> N
 
 
 def test_lines_whose_jobs_did_not_answer_are_not_counted_as_answered(tmp_path: Path) -> None:
-    """A shard whose job failed and one whose job never started: their lines get error lines,
-    and the summary says they did not run (not "answered, failed")."""
+    """Shards whose job failed, never started, completed with no output, or started and has not
+    ended: their lines get error lines, and the summary says each (not "answered, failed")."""
     source = tmp_path / "in.jsonl"
-    source.write_bytes(jsonl([request(i) for i in range(5)]))
-    shards = [Shard(0, 3, [Job("b-00000-1", "Failed", "no /ping")]), Shard(1, 2)]
-    state = fleet_state.Fleet(str(source), "sha256:0", 5, 5, shards)
+    source.write_bytes(jsonl([request(i) for i in range(8)]))
+    shards = [
+        Shard(0, 3, [Job("b-00000-1", "Failed", "no /ping")]),
+        Shard(1, 2),
+        Shard(2, 1, [Job("b-00002-1", "Completed")]),
+        Shard(3, 2, [Job("b-00003-1")]),
+    ]
+    state = fleet_state.Fleet(str(source), "sha256:0", 8, 8, shards)
     output = tmp_path / "out.jsonl"
     summary = fleet.merge(
         state, fleet.Layout(str(tmp_path / "work")), str(source), str(output), None
     )
     assert fleet.report(summary, state, None, False) == (
         "0 lines answered (0 succeeded, 0 failed), 3 lines not run (their jobs failed), 2 lines "
-        "not run (their jobs did not start), 0 prompt + 0 completion tokens, 0.000 "
-        "instance-hours (incomplete: run the same command again to finish)"
+        "not run (their jobs did not start), 1 lines not run (their jobs completed, wrote no "
+        "output), 2 lines not run (their jobs started, not yet ended), 0 prompt + 0 completion "
+        "tokens, 0.000 instance-hours (incomplete: run the same command again to finish)"
     )
     codes = [line["error"]["code"] for line in parse_lines(output.read_bytes())]
-    assert codes == ["shard_failed"] * 3 + ["batch_cancelled"] * 2
+    assert (
+        codes
+        == ["shard_failed"] * 3
+        + ["batch_cancelled"] * 2
+        + ["shard_no_output"]
+        + ["shard_running"] * 2
+    )
 
 
 def test_dry_run_prints_one_job_per_shard(aws: dict[str, str], tmp_path: Path) -> None:

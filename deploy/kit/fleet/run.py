@@ -1,20 +1,15 @@
-"""How `deploy batch` runs an OpenAI batch file on a fleet of Batch Transform instances.
+"""How `deploy batch` runs an OpenAI batch file on a fleet of Batch Transform jobs.
 
-1. Prepare: the file is checked line by line with the project's batch-line rules; refused lines
-   will be error lines, and a file with no valid request stops here, before anything is spent.
-   The valid lines are written as shards under the work prefix (`shards/shard-NNNNN/input.jsonl`)
-   beside `fleet.json`. A fleet already there is reused when the input is the same file.
-2. Run: shards without output run as transform jobs (one instance each), `--instance-count` at a
-   time; when a job ends its slot takes the next shard. Before each later start the cancel marker
-   is read (`--cancel` writes it); after a cancel or Ctrl-C no new job starts and every finished
-   shard's output is kept.
-3. Merge: the input is read again in order (a remote input is downloaded once per run and read
-   from that local copy); each line's answer comes from its shard's `.out`, or
-   is an error line (refused at step 1, shard failed, shard not run). Output and error files are
-   written whole at every run, so a rerun that finishes the missing shards completes them.
+1. Prepare: the file's lines are checked (refused ones become error lines; no valid one stops
+   here) and the valid ones written as shards under the work prefix beside `fleet.json`, which
+   a later run reuses for the same file.
+2. Run: shards without output run as transform jobs, `--instance-count` at a time, a slot taking
+   the next shard when its job ends; after a cancel (`--cancel`) or Ctrl-C none starts.
+3. Merge: each input line's answer, in order, from its shard's `.out`, or its error line; the
+   output (and error) file is written whole at every run, so a rerun completes it.
 
-SageMaker jobs or local containers do the work (`deploy.kit.fleet.jobs`); everything else is
-shared. The fleet's state is `deploy.kit.fleet.state`'s.
+SageMaker jobs or local containers do the work (`deploy.kit.fleet.jobs`); the fleet's state is
+`deploy.kit.fleet.state`'s.
 """
 
 import asyncio
@@ -28,6 +23,7 @@ from pathlib import Path
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put, remove
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused
 from vllm_sagemaker.deploy.base.results import Sinks, Summary
 from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.base.say import say
@@ -49,10 +45,6 @@ from vllm_sagemaker.handler.core.jsonlines import iter_records
 FLEET = "fleet.json"
 CANCEL = "cancel"
 INPUT_NAME = "input.jsonl"
-
-
-class Unusable(Exception):
-    """The file cannot run at all; nothing was started."""
 
 
 @dataclass(frozen=True)
@@ -88,28 +80,19 @@ def fingerprint(uri: str) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class Source:
-    """The batch file: the URI it was given as, and the local path this run reads it from."""
-
-    uri: str
-    path: str
-
-
 def prepare(
-    source: Source, layout: Layout, instances: int, shard_lines: int, dry_run: bool
+    uri: str, path: str, layout: Layout, instances: int, shard_lines: int, dry_run: bool
 ) -> Fleet:
-    """The fleet for `source`: the one under the work prefix when it was made from the same file,
-    else a new one with its shards written (nothing is written for a dry run)."""
-    uri = source.uri
+    """The fleet for the batch file `uri` (read from `path`): the one under the work prefix when
+    it was made from the same file, else a new one with its shards written (unless `dry_run`)."""
     say(f"checking {uri}")
-    found = fingerprint(source.path)
+    found = fingerprint(path)
     fleet_uri = layout.at(FLEET)
     if storage.exists(fleet_uri):
         with storage.reading(fleet_uri) as existing:
             fleet = Fleet.from_json(existing.read())
         if fleet.fingerprint != found:
-            raise Unusable(
+            raise Refused(
                 f"{layout.work} holds the fleet of another file ({fleet.input}); give this file "
                 "its own --work-prefix"
             )
@@ -117,14 +100,14 @@ def prepare(
         return fleet
     lines = requests = 0
     faults: list[str] = []
-    for item in checked(source.path):
+    for item in checked(path):
         lines += 1
         if item.fault is None:
             requests += 1
         elif len(faults) < 3:
             faults.append(f"line {item.number}: {item.fault.code}: {item.fault.message}")
     if requests == 0:
-        raise Unusable(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
+        raise Refused(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
     sizes = shard_sizes(requests, instances, shard_lines)
     fleet = Fleet(uri, found, lines, requests, [Shard(i, n) for i, n in enumerate(sizes)])
     say(
@@ -132,7 +115,7 @@ def prepare(
         f"of about {sizes[0]} lines"
     )
     if not dry_run:
-        write_shards(source.path, fleet, layout)
+        write_shards(path, fleet, layout)
         save(fleet, layout)
     return fleet
 
@@ -160,11 +143,9 @@ def pending(fleet: Fleet, layout: Layout) -> list[Shard]:
 
 
 async def run_shards(fleet: Fleet, layout: Layout, jobs: Jobs, name: str) -> bool:
-    """Run the pending shards, `jobs.slots` at a time: the first ones start together, and a slot
-    whose job ends takes the next shard at once, so shards that take uneven time keep every
-    instance busy. Shards whose job an earlier run started go first (they are waited for, not
-    started again). Before every later start the cancel marker is read; False when a cancel left
-    shards unstarted."""
+    """Run the pending shards, `jobs.slots` at a time, a slot taking the next shard as its job
+    ends; shards whose job an earlier run started go first (waited for, not started again).
+    False when a cancel left shards unstarted."""
     todo = sorted(pending(fleet, layout), key=lambda shard: not attachable(shard, jobs))
     if cancelled(layout):
         say(f"cancelled: {len(todo)} shards not started")
@@ -176,7 +157,7 @@ async def run_shards(fleet: Fleet, layout: Layout, jobs: Jobs, name: str) -> boo
     async def slot(number: int, shard: Shard) -> None:
         nonlocal stopped
         while True:
-            await run_shard(fleet, layout, jobs, name, JobSlot(number, shard))
+            await run_shard(fleet, layout, jobs, name, number, shard)
             if not queue or stopped:
                 return
             if cancelled(layout):
@@ -195,70 +176,72 @@ def attachable(shard: Shard, jobs: Jobs) -> bool:
     return jobs.can_attach and shard.last is not None and shard.last.status is None
 
 
-@dataclass(frozen=True)
-class JobSlot:
-    """A shard and the slot (instance, or local container) it runs on."""
-
-    number: int
-    shard: Shard
-
-
-async def run_shard(fleet: Fleet, layout: Layout, jobs: Jobs, name: str, at: JobSlot) -> None:
-    """Run one shard's job (or wait for the one an earlier run started), recording it in the fleet
-    as soon as it exists and again when it ends."""
-    shard = at.shard
+async def run_shard(
+    fleet: Fleet, layout: Layout, jobs: Jobs, name: str, slot: int, shard: Shard
+) -> None:
+    """Run one shard's job on `slot` (or wait for the one an earlier run started), recording it
+    in the fleet as soon as it exists and again when it ends."""
     last = shard.last if attachable(shard, jobs) else None
     if last is None:
         last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
         shard.jobs.append(last)
-    spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), at.number)
-    say(f"{shard.name}: {last.name} on slot {at.number + 1} of {jobs.slots}")
+    spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), slot)
+    say(f"{shard.name}: {last.name} on slot {slot + 1} of {jobs.slots}")
     await jobs.run(spec, last, lambda: save(fleet, layout))
     save(fleet, layout)
     say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
 
 
-# The error code of a line whose shard's job failed.
+# Why a line has no answer, as the summary says it, by its error line's code.
 SHARD_FAILED = "shard_failed"
-# Why a line has no answer, as the summary says it.
-JOB_FAILED = "their jobs failed"
-NOT_STARTED = "their jobs did not start"
+NO_OUTPUT = "shard_no_output"
+RUNNING = "shard_running"
+UNANSWERED = {
+    NO_OUTPUT: "their jobs completed, wrote no output",
+    SHARD_FAILED: "their jobs failed",
+    RUNNING: "their jobs started, not yet ended",
+    CANCELLED_LINE.code: "their jobs did not start",
+}
+
+
+def unanswered(shard: Shard) -> RequestError:
+    """The error line of each line of a shard without output: its job completed and wrote
+    none, failed, started and has not ended (a run stopped while it ran), or did not start."""
+    job = shard.last
+    if job is None:
+        return replace(
+            CANCELLED_LINE,
+            message="the line's shard has not run (the batch was cancelled or stopped); run "
+            "the same command again to finish it",
+        )
+    if job.status is None:
+        told = f"transform job {job.name} started and has not ended; run the same command again"
+        return RequestError(503, f"{told} to collect it", RUNNING)
+    code = NO_OUTPUT if job.status == "Completed" else SHARD_FAILED
+    why = job.reason or "it wrote no output"
+    return RequestError(500, f"transform job {job.name} {job.status.lower()}: {why}", code)
 
 
 def shard_answers(fleet: Fleet, layout: Layout) -> Iterator[bytes | RequestError]:
     """Every valid line's answer in input order: its `.out` line, or why it has none."""
     for shard in fleet.shards:
         out = layout.shard_out_file(shard)
-        if storage.exists(out):
-            with storage.reading(out) as lines:
-                count = 0
-                for line in iter_records(lines):
-                    count += 1
-                    yield line
-            if count != shard.lines:
-                raise Unusable(f"{out} has {count} lines for the {shard.lines} of its shard")
+        if not storage.exists(out):
+            yield from [unanswered(shard)] * shard.lines
             continue
-        job = shard.last
-        if job is not None and job.status is not None:
-            why = job.reason or "it wrote no output"
-            error = RequestError(
-                500, f"transform job {job.name} {job.status.lower()}: {why}", SHARD_FAILED
-            )
-        else:
-            error = replace(
-                CANCELLED_LINE,
-                message="the line's shard has not run (the batch was cancelled or stopped); run "
-                "the same command again to finish it",
-            )
-        for _ in range(shard.lines):
-            yield error
+        with storage.reading(out) as lines:
+            count = 0
+            for line in iter_records(lines):
+                count += 1
+                yield line
+        if count != shard.lines:
+            raise ClientError(f"{out} has {count} lines for the {shard.lines} of its shard")
 
 
 def merge(
     fleet: Fleet, layout: Layout, source: str, output: str, error_file: str | None
 ) -> Summary:
-    """Write the output (and error) file from the input `source` and its shards' answers, in
-    input order."""
+    """Write the output (and error) file: the input `source`'s lines' answers, in order."""
     summary = Summary()
     answers = shard_answers(fleet, layout)
     with contextlib.ExitStack() as stack:
@@ -274,7 +257,7 @@ def merge(
             line = answer_line(item, answer)
             result = outcome(line)
             if isinstance(answer, RequestError):
-                summary.skip(JOB_FAILED if answer.code == SHARD_FAILED else NOT_STARTED)
+                summary.skip(UNANSWERED[answer.code])
             else:
                 summary.count(result)
             sinks.write(line, result)
@@ -286,8 +269,7 @@ def merge(
 
 
 def answer_line(item: Checked, answer: bytes | RequestError | None) -> bytes:
-    """A line's output line: its shard's answer, the error line of a line whose shard did not
-    run, or (no answer: it was refused before) its refusal."""
+    """A line's output line: its shard's answer, why it has none, or (None) its refusal."""
     if isinstance(answer, bytes):
         return answer
     if isinstance(answer, RequestError):
@@ -327,15 +309,13 @@ class FleetBatch:
 def preview(batch: FleetBatch) -> Fleet:
     """The fleet a run would follow; nothing is written."""
     with storage.local_copy(batch.input) as path:
-        return prepare(Source(batch.input, path), Layout(batch.work), *batch.shape, dry_run=True)
+        return prepare(batch.input, path, Layout(batch.work), *batch.shape, dry_run=True)
 
 
 def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call]) -> list[Call]:
-    """What a run would write, in the order `run` makes the writes: the shards and `fleet.json`
-    (unless the work prefix holds it already), the cancel marker's removal (when there is
-    one), `first` (the model), a CreateTransformJob for every shard still to run whose job an
-    earlier run did not start, then the output (and error) file. A run also rewrites `fleet.json`
-    as each job starts and ends."""
+    """What a run would write, in order: the shards and `fleet.json` (unless there already), the
+    cancel marker's removal, `first` (the model), a CreateTransformJob for every shard still to
+    start, then the output (and error) file. (A run also rewrites `fleet.json` as jobs go.)"""
     layout = Layout(batch.work)
     new = not storage.exists(layout.at(FLEET))
     fleet = preview(batch)
@@ -367,10 +347,10 @@ def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call])
 
 async def run(batch: FleetBatch, jobs: Jobs, ready: Callable[[], object] = lambda: None) -> int:
     """Prepare, run and merge; 0 when every line has an answer from its shard's job. `ready` is
-    called once the input is known to be usable, before the first job (it makes the model)."""
+    called once the input is usable, before the first job (it makes the model)."""
     layout = Layout(batch.work)
     with storage.local_copy(batch.input) as path:
-        fleet = prepare(Source(batch.input, path), layout, *batch.shape, dry_run=False)
+        fleet = prepare(batch.input, path, layout, *batch.shape, dry_run=False)
         with contextlib.suppress(FileNotFoundError):
             storage.remove(layout.at(CANCEL))
         ready()

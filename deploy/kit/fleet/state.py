@@ -1,6 +1,5 @@
-"""What a fleet remembers under its work prefix (`fleet.json`): the input's fingerprint, the
-shards it was cut into (`deploy.kit.plans.shards`) and every transform job run for each, so
-running the same command again reruns only what has no output yet."""
+"""What a fleet remembers under its work prefix (`fleet.json`): the input's fingerprint, its
+shards and every transform job run for each, so a rerun runs only what has no output yet."""
 
 import json
 from dataclasses import asdict, dataclass, field
