@@ -14,7 +14,7 @@ from tests.deploy.batching import batch, completion, jsonl, read
 from tests.deploy.holding import holding
 from tests.support import cli, processes
 from vllm_sagemaker.deploy.base.errors import ClientError
-from vllm_sagemaker.deploy.batch.staging import Sink, lock_dir, staged_path
+from vllm_sagemaker.deploy.batch.staging import Sink, staged_path
 
 
 @pytest.mark.parametrize(
@@ -47,58 +47,89 @@ def test_an_output_bucket_that_cannot_be_written_is_refused_before_any_line(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl"]
 
 
-def test_answers_that_cannot_be_delivered_reach_a_corrected_output_without_running_again(
-    tmp_path: Path, aws: dict[str, str]
-) -> None:
-    """The bucket goes away while the run goes on: its delivery fails, the line names the kept
-    answers and `--resume-from`; a Sink resuming from it delivers them to another bucket."""
+IDS = [f"l{i}" for i in range(3)]
+
+
+def undelivered(tmp_path: Path, bucket: str, *more: str) -> tuple[list[str], int]:
+    """A run to s3://BUCKET/x.jsonl whose bucket goes away while its only mini-batch is held:
+    its lines on stderr, and the mini-batches the container was sent."""
     s3 = boto3.client("s3")
-    s3.create_bucket(Bucket="gone")
-    s3.create_bucket(Bucket="kept")
-    staging = str(tmp_path / "staging")
-    old, new = "s3://gone/x.jsonl", "s3://kept/x.jsonl"
-    ids = [f"l{i}" for i in range(3)]
-    (tmp_path / "in.jsonl").write_bytes(jsonl([completion(i) for i in ids]))
+    s3.create_bucket(Bucket=bucket)
+    (tmp_path / "in.jsonl").write_bytes(jsonl([completion(i) for i in IDS]))
+    args = cli.options(
+        input_file=str(tmp_path / "in.jsonl"),
+        output_file=f"s3://{bucket}/x.jsonl",
+        output_tmp_dir=str(tmp_path / "staging"),
+    )
     with holding(hold_after=0) as (url, container):
-        args = cli.options(input_file=str(tmp_path / "in.jsonl"), output_file=old, endpoint=url)
-        batch_args = [cli.VLLM_SAGEMAKER, "batch", *args, "--output-tmp-dir", staging]
-        runner = processes.spawn(batch_args, stderr=subprocess.PIPE)
+        command = [cli.VLLM_SAGEMAKER, "batch", *args, *more, "--endpoint", url]
+        runner = processes.spawn(command, stderr=subprocess.PIPE)
         container.until_held(1)
-        s3.delete_bucket(Bucket="gone")
+        s3.delete_bucket(Bucket=bucket)
         container.release.set()
         _, stderr = runner.communicate(timeout=120)
-    kept = staged_path(old, staging)
-    assert runner.returncode == 1
-    (said,) = stderr.decode().splitlines()
+        assert runner.returncode == 1
+        s3.create_bucket(Bucket=bucket)
+        again = batch(*args, *more, "--resume", "--endpoint", url)
+        assert again.returncode == 0, again.stderr
+        return stderr.decode().splitlines(), container.posts
+
+
+def test_answers_that_cannot_be_delivered_are_kept_and_resume_delivers_them(
+    tmp_path: Path, aws: dict[str, str]
+) -> None:
+    """The line names the kept answers, `--resume` and `--resume-from`; once the bucket is
+    back, `--resume` delivers them and sends the container nothing more."""
+    old = "s3://undelivered-back/x.jsonl"
+    lines, posts = undelivered(tmp_path, "undelivered-back")
+    (said,) = lines
     assert said.startswith(
-        f"batch: cannot write {old}: bucket gone does not exist; its 3 answered lines are kept "
-        f"in {kept}: run the same command with --resume to deliver them, or with a corrected "
-        f"output and --resume-from {old}"
+        f"batch: cannot write {old}: bucket undelivered-back does not exist; its 3 answered "
+        f"lines are kept in {staged_path(old, str(tmp_path / 'staging'))}: run the same command "
+        f"with --resume to deliver them, or with a corrected output and --resume-from {old}"
     ), said
+    assert posts == 1
+    body = boto3.client("s3").get_object(Bucket="undelivered-back", Key="x.jsonl")["Body"]
+    assert [line["custom_id"] for line in read(body.read())] == IDS
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_resuming_from_an_output_takes_its_kept_answers_to_another(
+    tmp_path: Path, aws: dict[str, str]
+) -> None:
+    """`Sink(..., resume_from=OLD)`, what `--resume-from OLD` runs: the answers kept for OLD are
+    delivered to the new output, and OLD's staging directory is gone."""
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="undelivered-new")
+    staging = str(tmp_path / "staging")
+    old, new = "s3://undelivered-old/x.jsonl", "s3://undelivered-new/x.jsonl"
+    kept = Path(staged_path(old, staging))
+    kept.parent.mkdir(parents=True, mode=0o700)
+    kept.write_bytes(jsonl([{"custom_id": i, "response": {}, "error": None} for i in IDS]))
     sink = Sink(new, staging, resume=False, resume_from=old)
     try:
         sink.hold()
-        assert [result.custom_id for result in sink.earlier()] == ids
+        assert [result.custom_id for result in sink.earlier()] == IDS
         sink.deliver()
     finally:
         sink.close()
-    body = s3.get_object(Bucket="kept", Key="x.jsonl")["Body"].read()
-    assert [line["custom_id"] for line in read(body)] == ids
-    assert not lock_dir(old, staging).exists() and not lock_dir(new, staging).exists()
+    body = s3.get_object(Bucket="undelivered-new", Key="x.jsonl")["Body"].read()
+    assert [line["custom_id"] for line in read(body)] == IDS
+    assert list(Path(staging).iterdir()) == []
 
 
 def test_a_resumed_run_to_an_output_still_missing_names_its_kept_answers(
     tmp_path: Path, aws: dict[str, str]
 ) -> None:
     staging = str(tmp_path / "staging")
-    old = "s3://still-gone/x.jsonl"
+    old = "s3://still-missing/x.jsonl"
     kept = Path(staged_path(old, staging))
     kept.parent.mkdir(parents=True, mode=0o700)
     kept.write_bytes(b'{"custom_id": "a"}\n{"custom_id": "b"}\n')
     with pytest.raises(ClientError) as refused:
         Sink(old, staging, resume=True)
     assert refused.value.line == (
-        f"cannot write {old}: bucket still-gone does not exist; its 2 answered lines are kept in "
+        f"cannot write {old}: bucket still-missing does not exist; its 2 answered lines are kept in "
         f"{kept}: run the same command with --resume to deliver them, or with a corrected output "
         f"and --resume-from {old}"
     )
