@@ -129,7 +129,7 @@ def test_a_resumed_run_to_an_output_still_missing_names_its_kept_answers(
     with pytest.raises(ClientError) as refused:
         Sink(old, staging, resume=True)
     assert refused.value.line == (
-        f"cannot write {old}: bucket still-missing does not exist; its 2 answered lines are kept in "
-        f"{kept}: run the same command with --resume to deliver them, or with a corrected output "
-        f"and --resume-from {old}"
+        f"cannot write {old}: bucket still-missing does not exist; its 2 answered lines are "
+        f"kept in {kept}: run the same command with --resume to deliver them, or with a "
+        f"corrected output and --resume-from {old}"
     )
