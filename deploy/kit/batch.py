@@ -52,8 +52,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def stopped_line(local: bool, work: str) -> str:
-    """What a Ctrl-C leaves: the shards finished are kept; SageMaker's jobs go on, local ones
-    stop with the command."""
+    """What a Ctrl-C leaves: the shards finished; SageMaker's jobs go on, local ones stop."""
     if local:
         return interrupts.interrupted_line(
             f"no new job starts; the shards finished are kept under {work}",
@@ -68,9 +67,8 @@ def stopped_line(local: bool, work: str) -> str:
 def _on_sagemaker(
     args: argparse.Namespace, batch: fleet.FleetBatch, settings: TransformSettings
 ) -> int:
-    """The shards as transform jobs: the model (made once, or reused when SageMaker holds it as
-    asked), then the run; with --dry-run, what the run would write. The model stays when the run
-    fails: running the same command again uses it."""
+    """The shards as transform jobs: the model (made once, reused as SageMaker holds it), then
+    the run; with --dry-run, what the run would write."""
     refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
     instance_note(args.instance_type)

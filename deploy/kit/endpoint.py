@@ -102,10 +102,9 @@ def image_for(where: Instances | Serverless) -> str:
 def update_checked(
     reads: Reads, name: str, existing: dict[str, Any], where: Instances | Serverless, scales: bool
 ) -> tuple[list[Any], list[Any]]:
-    """Stop in one line when the endpoint `name` (DescribeEndpoint's answer `existing`) runs on
-    instances and is asked to be serverless (AWS refuses that update); say what the update
-    should warn of. Its scalable targets and policies, as read when the update asks to scale
-    (`scales`) or changes an instance type."""
+    """Stop when the endpoint `name` on instances is asked to be serverless (AWS refuses that);
+    say what the update warns of; its scalable targets and policies (read when it `scales` or
+    changes an instance type)."""
     config = Call(
         "sagemaker",
         "DescribeEndpointConfig",

@@ -1,7 +1,6 @@
-"""`deploy image`: make the ECR repository if it is missing, then log in, build the CPU or GPU
-image and push it with docker, buildah or podman (`deploy.image.builders`); the image's URI is
-printed, and the builder's own output goes to stderr. A builder command that fails is one line
-naming it and its exit status; a repository the run created is removed then, unless
+"""`deploy image`: make the ECR repository if it is missing, log in, build the CPU or GPU image
+and push it with docker, buildah or podman (`deploy.image.builders`), print its URI (the
+builder's output goes to stderr); a failure removes a repository the run created, unless
 --keep-on-failure."""
 
 import argparse
@@ -75,8 +74,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run_builder(command: list[str], stdin: str | None = None) -> None:
-    """Run a builder's command with its output on stderr (stdout holds only the image URI); a
-    failure is one line naming the command and its exit status (`deploy.base.errors`)."""
+    """Run a builder's command with its output on stderr (stdout holds only the image URI)."""
     say(f"running: {build.shown(command)}")
     try:
         subprocess.run(

@@ -1,7 +1,6 @@
 """`deploy transform`: a Batch Transform job over the JSON Lines files under --input (cut into
-shards first when they are fewer than the instances), waited for, and where each file's answers
-are printed. A run whose calls fail removes the model it created (the shards it wrote stay,
-and it says so) unless --keep-on-failure; a job that ran and failed keeps its model."""
+shards when fewer than the instances), waited for; prints where each file's answers are. A
+failed call removes the model the run created unless --keep-on-failure."""
 
 import argparse
 

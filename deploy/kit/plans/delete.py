@@ -39,9 +39,9 @@ def _runs_on(reads: Reads, endpoint: str) -> tuple[str, list[str]]:
 
 
 def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
-    """What `deploy delete --name NAME` removes, and what it keeps, said: what the endpoint uses
-    under another name, and any config or model of NAME's that another endpoint runs on (deleting
-    it would leave that endpoint unable to scale or to replace an instance)."""
+    """What `deploy delete --name NAME` removes, and the lines of what it keeps: what the endpoint
+    uses under another name, and what another endpoint runs on (without it, that endpoint could
+    not scale nor replace an instance)."""
     endpoint = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}))
     kept: list[str] = []
     if endpoint:

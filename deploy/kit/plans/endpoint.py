@@ -30,9 +30,8 @@ class Instances:
 
 
 def capacity(hosting: Instances | Serverless) -> dict[str, Any]:
-    """A variant's fields for where it runs: its instances (with the start-up timeouts an LLM
-    needs, and on GPUs the inference AMI whose driver runs the image), or its ServerlessConfig
-    (Serverless Inference takes none of those: its cold start has a fixed 3 minutes)."""
+    """A variant's fields: its instances (with an LLM's start-up timeouts and, on GPUs, the
+    inference AMI whose driver runs the image), or its ServerlessConfig (which takes neither)."""
     if isinstance(hosting, Serverless):
         return {"ServerlessConfig": hosting.config()}
     fields: dict[str, Any] = {
@@ -94,9 +93,8 @@ def update_warnings(
     scaled: Sequence[str],
     hosting: Instances | Serverless,
 ) -> list[str]:
-    """What an update of the endpoint `name` (its `tags`, its config's `variants`, the ResourceIds
-    of its scalable targets) should warn of: an endpoint the kit did not make, and a variant that
-    scales whose instance type the update changes (SageMaker fails that update)."""
+    """What an update of `name` (its `tags`, config `variants`, scalable targets' ResourceIds)
+    warns of: an endpoint the kit did not make; a scaling variant's instance type changed."""
     lines = []
     if not made_by_kit(tags):
         lines.append(
