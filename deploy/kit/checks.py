@@ -29,12 +29,12 @@ from vllm_sagemaker.deploy.kit.image_checks import (
     tag_problem,
     target_tag_problem,
 )
-from vllm_sagemaker.deploy.kit.instance_checks import (
+from vllm_sagemaker.deploy.kit.plans import instances, scaling, serverless, shards
+from vllm_sagemaker.deploy.kit.plans.instances import (
     instance_image_warning,
     instance_type_problem,
     instance_type_warning,
 )
-from vllm_sagemaker.deploy.kit.plans import instances, scaling, serverless, shards
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
 from vllm_sagemaker.deploy.kit.plans.names import (
     MAX_NAME,

@@ -4,7 +4,8 @@ The instance types SageMaker's API takes are botocore's (its SageMaker model's
 ProductionVariantInstanceType and TransformInstanceType enums, the types CreateEndpointConfig
 and CreateTransformJob accept), read from the installed botocore when a command checks its
 options (`catalog`). The families the kit sizes are those of botocore 1.44.8's model. A family
-SageMaker adds later is not refused: `deploy` warns that the kit does not know it.
+SageMaker adds later is not refused: `deploy` warns that the kit does not know it. A type
+SageMaker would refuse is refused with the type it most likely meant (`instance_type_problem`).
 """
 
 import difflib
@@ -140,4 +141,70 @@ def image_target(instance_type: str) -> str | None:
         return "gpu"
     if family in CPU_FAMILIES:
         return "cpu"
+    return None
+
+
+def instance_type_problem(value: str, catalog: Catalog) -> str | None:
+    """Why SageMaker would refuse `value` for what `catalog` takes (one line), or None."""
+    if value in catalog.accepted:
+        return None
+    kind = family(canonical(value))
+    listed = f"{catalog.source}'s list"
+    if not value.lower().startswith("ml."):
+        why = "SageMaker instance types start with 'ml.'"
+    elif value != value.lower():
+        why = "SageMaker instance types are in lower case"
+    elif not kind:
+        why = "not of the form ml.<family>.<size>"
+    elif kind in catalog.families():
+        why = f"not an instance type SageMaker {catalog.takes} take ({listed})"
+    elif kind in catalog.families(catalog.known):
+        return (
+            f"--instance-type {value}: {catalog.takes} do not run on ml.{kind} ({listed}); "
+            f"the families they run on: {', '.join(sorted(catalog.families()))}"
+        )
+    else:
+        return None
+    wanted = canonical(value)
+    meant = catalog.meant(value) or (wanted if family(wanted) else None)
+    return f"--instance-type {value!r}: {why}" + (
+        f": did you mean {meant}?" if meant else " (ml.g5.12xlarge)"
+    )
+
+
+def instance_type_warning(value: str, catalog: Catalog) -> str | None:
+    """What the kit cannot size for a well-formed instance type: an unknown family, or a size
+    of a GPU family whose GPU count it does not hold; for a type SageMaker does not have, the one
+    close to it that it has."""
+    parts = family_and_size(value)
+    if parts is None:
+        return None
+    family, size = parts
+    if family in KNOWN_FAMILIES and (family not in GPU_FAMILIES or gpu_count(value)):
+        return None
+    unknown = f"family {family}" if family not in KNOWN_FAMILIES else f"size {size}"
+    meant = None if value in catalog.known else catalog.meant(value)
+    unlisted = (
+        f" ({catalog.source} does not list it either: did you mean {meant}?)" if meant else ""
+    )
+    return (
+        f"--instance-type {value}: the kit does not know {unknown}{unlisted}, so it sets no "
+        "tensor parallelism and no inference AMI; with several GPUs, add --env "
+        "SM_VLLM_TENSOR_PARALLEL_SIZE=<GPUs>"
+    )
+
+
+def instance_image_warning(value: str) -> str | None:
+    """What neither image is made for: Graviton's arm64 CPUs, and accelerators."""
+    if graviton(value):
+        return (
+            f"--instance-type {value}: Graviton (arm64); the CPU image runs there only if it was "
+            "built for arm64 (a builder builds for the machine it runs on), which nobody has "
+            "tried yet"
+        )
+    if family(value) in ACCELERATOR_FAMILIES:
+        return (
+            f"--instance-type {value}: neither image drives its accelerators (Inferentia, "
+            "Trainium, Gaudi); the CPU image would run on its host CPUs only"
+        )
     return None

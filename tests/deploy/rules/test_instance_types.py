@@ -5,7 +5,6 @@ most likely meant, and the family tables the kit sizes with."""
 import botocore
 import pytest
 
-from vllm_sagemaker.deploy.kit import instance_checks
 from vllm_sagemaker.deploy.kit.plans import instances
 from vllm_sagemaker.deploy.kit.plans.instances import Catalog
 
@@ -80,13 +79,13 @@ PARALLELISM = "so it sets no tensor parallelism"
 def test_instance_types(
     value: str, catalog: Catalog, problem: str | None, warning: str | None
 ) -> None:
-    found = instance_checks.instance_type_problem(value, catalog)
+    found = instances.instance_type_problem(value, catalog)
     assert (found is None) is (problem is None), found
     if problem:
         assert found is not None and problem in found, found
         assert found.startswith((f"--instance-type {value!r}: ", f"--instance-type {value}: "))
         return
-    told = instance_checks.instance_type_warning(value, catalog)
+    told = instances.instance_type_warning(value, catalog)
     assert (told is None) is (warning is None), told
     if warning:
         assert told is not None and warning in told and "SM_VLLM_TENSOR_PARALLEL_SIZE" in told
@@ -126,9 +125,9 @@ OLDER = Catalog(
 def test_a_family_newer_than_botocores_list_is_a_warning(
     value: str, problem: str | None, warning: str | None
 ) -> None:
-    assert instance_checks.instance_type_problem(value, OLDER) == problem
+    assert instances.instance_type_problem(value, OLDER) == problem
     if problem is None:  # `deploy` prints the warnings only when nothing is refused
-        told = instance_checks.instance_type_warning(value, OLDER)
+        told = instances.instance_type_warning(value, OLDER)
         assert (told is None) is (warning is None), told
         assert told is None or (warning is not None and told.startswith(warning)), told
 
@@ -169,7 +168,7 @@ def test_which_image_an_instance_type_takes(
     instance_type: str, target: str | None, warning: str | None
 ) -> None:
     assert instances.image_target(instance_type) == target
-    told = instance_checks.instance_image_warning(instance_type)
+    told = instances.instance_image_warning(instance_type)
     assert (told is None) is (warning is None), told
     if warning:
         assert told is not None and told.startswith(f"--instance-type {instance_type}: " + warning)
