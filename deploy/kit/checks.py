@@ -76,8 +76,14 @@ class Check:
     reads: str
     rule: Callable[..., str | None]
     warns: bool = False
+    # An option that must be given for the check to apply (--serverless), one that skips it
+    # (--local: no SageMaker).
+    when: str = ""
+    unless: str = ""
 
     def __call__(self, values: Mapping[str, Any]) -> str | None:
+        if (self.when and values.get(self.when) is None) or values.get(self.unless):
+            return None
         return self.rule(*(values.get(name) for name in self.reads.split()))
 
 
@@ -186,12 +192,10 @@ def role_problem(source: str, value: str) -> str | None:
 
 
 def execution_role_problem(
-    role: str | None, environ: Mapping[str, str], local: list[str] | None, dry: bool, cancel: bool
+    role: str | None, environ: Mapping[str, str], dry: bool, cancel: bool
 ) -> str | None:
-    """--role, else $SAGEMAKER_ROLE_ARN, on SageMaker: an ARN, and given unless the run is dry or
-    starts nothing (--cancel)."""
-    if local:
-        return None
+    """--role, else $SAGEMAKER_ROLE_ARN: an ARN, and given unless the run is dry or starts
+    nothing (--cancel)."""
     source, value = ("--role", role) if role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
     if value:
         return role_problem(source, value)
@@ -310,16 +314,6 @@ def given(rule: Callable[..., str | None]) -> Callable[..., str | None]:
     return checked
 
 
-def on_sagemaker(rule: Callable[..., str | None]) -> Callable[..., str | None]:
-    """`rule`, for a run on SageMaker: the last option it reads is --local, which skips it."""
-
-    def checked(*values: Any) -> str | None:
-        *given, local = values
-        return None if local else rule(*given)
-
-    return checked
-
-
 def instance_rule(
     value: Callable[[str, instances.Catalog], str | None],
 ) -> Callable[[str | None, str, list[str] | None], str | None]:
@@ -334,11 +328,9 @@ def instance_rule(
     return checked
 
 
-def given_image_problem(
-    image: str | None, instance_type: str | None, command: str, local: list[str] | None
-) -> str | None:
+def given_image_problem(image: str | None, instance_type: str | None, command: str) -> str | None:
     """The image the instance type takes: the --image's tag, or (endpoint) one the kit can tell."""
-    if instance_type is None or local:
+    if instance_type is None:
         return None
     if image is not None:
         return image_instance_problem(image, instance_type)
@@ -360,15 +352,6 @@ def instance_mode_problem(value: str | None, instance_type: str | None) -> str |
     return None
 
 
-def when_serverless(rule: Callable[..., str | None]) -> Callable[..., str | None]:
-    """`rule`, for a serverless endpoint: the first option it reads is --serverless."""
-
-    def checked(value: str | None, *more: Any) -> str | None:
-        return None if value is None else rule(*more)
-
-    return checked
-
-
 def openai_problem(openai: bool, use_async: bool) -> str | None:
     if openai and use_async:
         return "--openai: the OpenAI-compatible path is real-time; leave out --async"
@@ -388,7 +371,7 @@ SHARDED = ("transform", "batch")
 
 REGION = Check("region", given(region_problem))
 NAME = Check("name deploy_command", name_problem)
-IMAGE = Check("image local", given(on_sagemaker(image_problem)))
+IMAGE = Check("image", given(image_problem), unless="local")
 MODEL_DATA = Check("model_data", given(partial(s3_problem, "--model-data", archive=True)))
 MODEL_PREFIX = Check("model_prefix", given(partial(s3_problem, "--model-prefix")))
 STREAM = Check("stream_weights model_prefix", stream_problem)
@@ -397,14 +380,15 @@ UNKNOWN_TYPE = Check(
     "instance_type deploy_command local", instance_rule(instance_type_warning), warns=True
 )
 ARCHITECTURE = Check("instance_type", given(instance_image_warning), warns=True)
-IMAGE_FOR_TYPE = Check("image instance_type deploy_command local", given_image_problem)
+IMAGE_FOR_TYPE = Check("image instance_type deploy_command", given_image_problem, unless="local")
 INSTANCE_COUNT = Check("instance_count", given(partial(range_problem, "--instance-count", least=1)))
 ENV = Check("env", env_problem)
 TENSOR_PARALLEL_SIZE = Check("environment instance_type", tensor_parallel_problem)
-ROLE = Check("role environ local dry_run cancel", execution_role_problem)
+ROLE = Check("role environ dry_run cancel", execution_role_problem, unless="local")
 TRANSFORM_PREFIX = Check(
-    "model_prefix stream_weights local",
-    on_sagemaker(partial(copied_prefix_problem, "Batch Transform", "transform jobs")),
+    "model_prefix stream_weights",
+    partial(copied_prefix_problem, "Batch Transform", "transform jobs"),
+    unless="local",
 )
 PAYLOAD = Check(
     "max_payload_mb", partial(range_problem, "--max-payload-mb", least=0, most=MAX_PAYLOAD_MB)
@@ -424,13 +408,15 @@ SERVERLESS = Check("serverless", given(serverless.serverless_problem))
 PROVISIONED = Check("serverless provisioned_concurrency", serverless.provisioned_problem)
 INSTANCES_OR_SERVERLESS = Check("serverless instance_type", instance_mode_problem)
 SERVERLESS_CONFLICT = Check(
-    " ".join(("serverless", *(dest for dest, _, _ in serverless.CONFLICTS))),
-    when_serverless(serverless.conflict_problem),
+    " ".join(dest for dest, _, _ in serverless.CONFLICTS),
+    serverless.conflict_problem,
+    when="serverless",
 )
-SERVERLESS_IMAGE = Check("serverless image", when_serverless(given(serverless_image_problem)))
+SERVERLESS_IMAGE = Check("image", given(serverless_image_problem), when="serverless")
 SERVERLESS_PREFIX = Check(
-    "serverless model_prefix stream_weights",
-    when_serverless(partial(copied_prefix_problem, "Serverless Inference", "serverless endpoints")),
+    "model_prefix stream_weights",
+    partial(copied_prefix_problem, "Serverless Inference", "serverless endpoints"),
+    when="serverless",
 )
 AUTOSCALE = Check("autoscale", given(scaling.autoscale_problem))
 SCALING = Check("autoscale scale_on scale_target no_wait", scaling.scaling_problem)
@@ -447,7 +433,7 @@ FLEET = Check(
 INPUT_FILE = Check("input_file", given(partial(file_problem, "--input-file")))
 OUTPUT_FILE = Check("output_file", given(partial(file_problem, "--output-file")))
 ERROR_FILE = Check("error_file", given(partial(file_problem, "--error-file")))
-WORK_PREFIX = Check("work_prefix local", given(on_sagemaker(partial(s3_problem, "--work-prefix"))))
+WORK_PREFIX = Check("work_prefix", given(partial(s3_problem, "--work-prefix")), unless="local")
 SHARD_LINES = Check("shard_lines", partial(range_problem, "--shard-lines", least=1))
 POLL = Check("poll_seconds", partial(positive_problem, "--poll-seconds"))
 PRICE = Check("instance_price", given(partial(positive_problem, "--instance-price")))
