@@ -1,20 +1,16 @@
-"""POST to a container with SageMaker-like retries: timeouts, connection errors, 408, 429 and
-5xx are retried with backoff; another status is the model's refusal (`Refused`) at once.
+"""The one client of a container's `/invocations`, for `transform`, `batch` and `deploy batch
+--local`: it waits for the container as SageMaker does (`/ping` until 200), reads its
+`/execution-parameters`, and POSTs with SageMaker-like retries.
 
-With a `Pace` (batch work), a 429 is the container throttling batch work for live traffic
-(`Throttled`): it is retried after its Retry-After without counting as a retry, and it halves
-the calls in flight.
-
-A container started with an API key (`SM_VLLM_API_KEY`) answers 401 to a call without it or
-with another one; no retry or other line can change that, so `KeyRefused` stops the run with one
-line naming `--api-key` and `VLLM_API_KEY`. Every client that calls a container is made by
-`client`, which sends the key (the one place the header is written).
-
-Before the first call a client waits for the container as SageMaker does, calling `/ping` until it
-answers 200 (`wait_ready`). `readiness` tells what each ping says: a container that is starting
-(503, a ping that connects but gets no answer yet, a connection closed unanswered) is waited for,
-with one line saying so; nobody there (a refused connection, a host that does not resolve, a bad
-URL, a server that is not a container) stops the command at once, with one line."""
+A ping tells a container that is starting (503, no answer yet, a connection closed unanswered),
+which is waited for up to `--wait-ready` with one line saying so, from nobody there (a refused
+connection, a host that does not resolve, a bad URL, a server that is not a container), which
+fails at once (`NotReady`). Timeouts, connection errors, 408, 429 and 5xx are retried with
+backoff; another status is the model's refusal (`ModelRefused`) at once. With a `Pace` (batch
+work), a 429 is the container keeping its engine for live traffic (`Throttled`): waited out,
+never counted as a retry, and it halves the calls in flight. A 401 is `KeyRefused`: the container
+wants an API key (`--api-key`, `VLLM_API_KEY`), which `client` sends, the one place the header
+is written."""
 
 import argparse
 import asyncio
@@ -24,12 +20,14 @@ import random
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 import httpx
 from tqdm import tqdm
 
 from vllm_sagemaker.deploy.base import error_answers
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.pace import Pace
 from vllm_sagemaker.handler.core.config import VLLM_API_KEY_VAR
 from vllm_sagemaker.handler.core.errors import status_phrase
@@ -45,38 +43,41 @@ PING_TIMEOUT_S = 2.0
 PING_EVERY_S = 0.5
 
 
-class InvocationFailed(Exception):
-    """No answer after the retries, or a call that cannot succeed; the message says why."""
+class NotReady(ClientError):
+    """Nobody there, a bad URL, or a container not ready in time."""
 
 
-class Refused(InvocationFailed):
-    """The model refused the request with a status that another try would not change."""
+class KeyRefused(ClientError):
+    """A 401: the container wants an API key, or another one."""
+
+
+class InvocationFailed(ClientError):
+    """No answer after the retries, or a call that cannot succeed."""
+
+
+class ModelRefused(InvocationFailed):
+    """A status another try would not change."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
-        self.message = message
 
 
-class KeyRefused(Exception):
-    """The container answered 401: it wants an API key, or another one; the message says so."""
+class Retryable(Exception):
+    """An attempt worth another try; the message says why it failed."""
 
 
-def key_refused(where: str, sent: bool) -> KeyRefused:
-    """The one line a 401 gives, for a call made with (`sent`) or without a key."""
-    if sent:
-        return KeyRefused(
-            f"{where} refused the API key (HTTP 401): pass the container's key with --api-key "
-            f"or {VLLM_API_KEY_VAR}"
-        )
-    return KeyRefused(
-        f"{where} wants an API key (HTTP 401): pass it with --api-key or set {VLLM_API_KEY_VAR}"
-    )
+class Throttled(Retryable):
+    """A 429: try again after `retry_after_s`."""
+
+    def __init__(self, message: str, retry_after_s: float = THROTTLE_WAIT_S) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 def add_api_key_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
-    """`--api-key`, the same on every command that calls a container. The variable is read when
-    the command runs (`api_key`), never shown as a default: it is a secret."""
+    """`--api-key`, on every command that calls a container; its variable is read by `api_key`,
+    never shown as a default: it is a secret."""
     parser.add_argument(
         "--api-key",
         metavar="KEY",
@@ -86,17 +87,27 @@ def add_api_key_argument(parser: argparse.ArgumentParser, note: str = "") -> Non
 
 
 def api_key(given: str | None) -> str | None:
-    """The key to send: `--api-key`, else VLLM_API_KEY (the variable a local `serve`, vLLM's
-    own and our handler, reads its key from), else none (an empty value is none). Not
-    OPENAI_API_KEY: that often holds a real OpenAI secret, which would go to every URL a client
-    is pointed at."""
+    """`--api-key`, else VLLM_API_KEY (what a local `serve` reads its key from), else none. Not
+    OPENAI_API_KEY: that often holds a real OpenAI secret, which would go to any URL."""
     return given or os.environ.get(VLLM_API_KEY_VAR) or None
 
 
+def add_wait_ready_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """`--wait-ready`, the same on every command that waits for a container."""
+    parser.add_argument(
+        "--wait-ready",
+        type=float,
+        default=READY_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait for a container that answers but is not ready yet (/ping 503, "
+        f"no answer yet) (default {READY_WAIT_S:g}; 0: do not wait); a refused connection or a "
+        f"bad URL fails at once{note}",
+    )
+
+
 def client(url: str, key: str | None) -> httpx.AsyncClient:
-    """An HTTP client for the container at `url`, sending `Authorization: Bearer <key>` on every
-    call when there is a key (`/ping` and `/execution-parameters` need none, and ignore it);
-    `NotReady` for a URL no container can have."""
+    """A client for the container at `url` that sends `key`; `NotReady` for a URL no container
+    can have."""
     problem = url_problem(url)
     if problem:
         raise NotReady(f"{url} is not a container's URL: {problem}")
@@ -117,18 +128,6 @@ def url_problem(url: str) -> str | None:
     if not parsed.host:
         return "it has no host"
     return None
-
-
-class Retryable(Exception):
-    """One attempt failed in a way worth another try; the message says how."""
-
-
-class Throttled(Retryable):
-    """The container answered 429: try again after `retry_after_s`."""
-
-    def __init__(self, message: str, retry_after_s: float = THROTTLE_WAIT_S) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 def retry_after_s(value: str | None) -> float:
@@ -174,42 +173,59 @@ async def with_retries(
         await asyncio.sleep(backoff_s(number))
 
 
-async def post(
-    client: httpx.AsyncClient,
-    path: str,
-    body: bytes,
-    headers: dict[str, str],
-    retries: int,
-    timeout_s: float,
-    pace: Pace | None = None,
-) -> bytes:
-    """The 200 answer's body; `KeyRefused` on a 401."""
+@dataclass
+class Container:
+    """A container that is ready: its `/execution-parameters`, and `/invocations` with retries
+    (with `pace`: batch work, paced by the container's 429s)."""
 
-    async def attempt() -> bytes:
+    client: httpx.AsyncClient
+    headers: Mapping[str, str]
+    retries: int
+    timeout_s: float
+    pace: Pace | None = None
+
+    async def execution_parameters(self) -> dict:
+        """The container's answer, empty when it has none (SageMaker then uses defaults)."""
         try:
-            response = await client.post(path, content=body, headers=headers, timeout=timeout_s)
+            response = await self.client.get("/execution-parameters", timeout=10)
+            answer = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return {}
+        return answer if isinstance(answer, dict) else {}
+
+    async def invoke(self, body: bytes) -> bytes:
+        """The 200 answer's body; `ModelRefused`, `KeyRefused`, or `InvocationFailed`."""
+        return await with_retries(lambda: self._attempt(body), self.retries, self.pace)
+
+    async def _attempt(self, body: bytes) -> bytes:
+        try:
+            response = await self.client.post(
+                "/invocations", content=body, headers=self.headers, timeout=self.timeout_s
+            )
         except httpx.TimeoutException:
-            raise Retryable(f"no answer within {timeout_s:g} s") from None
+            raise Retryable(f"no answer within {self.timeout_s:g} s") from None
         except httpx.TransportError as error:
             raise Retryable(f"{type(error).__name__}: {error}") from None
-        if response.status_code == 200:
+        status = response.status_code
+        if status == 200:
             return response.content
-        if response.status_code == 401:
-            where = str(client.base_url).rstrip("/")
-            raise key_refused(where, "authorization" in client.headers)
-        if response.status_code == 429:
+        if status == 401:
+            where = str(self.client.base_url).rstrip("/")
+            if "authorization" in self.client.headers:
+                raise KeyRefused(
+                    f"{where} refused the API key (HTTP 401): pass the container's key with "
+                    f"--api-key or {VLLM_API_KEY_VAR}"
+                )
+            raise KeyRefused(
+                f"{where} wants an API key (HTTP 401): pass it with --api-key or set "
+                f"{VLLM_API_KEY_VAR}"
+            )
+        if status == 429:
             wait = retry_after_s(response.headers.get("retry-after"))
             raise Throttled(error_answers.said(response.content, 429), wait)
-        if response.status_code in RETRY_STATUSES:
-            raise Retryable(error_answers.said(response.content, response.status_code))
-        status = response.status_code
-        raise Refused(status, error_answers.message(response.content) or status_phrase(status))
-
-    return await with_retries(attempt, retries, pace)
-
-
-class NotReady(Exception):
-    """The container cannot take calls: nobody there, a bad URL, or not ready in time."""
+        if status in RETRY_STATUSES:
+            raise Retryable(error_answers.said(response.content, status))
+        raise ModelRefused(status, error_answers.message(response.content) or status_phrase(status))
 
 
 class Readiness(enum.Enum):
@@ -219,14 +235,9 @@ class Readiness(enum.Enum):
 
 
 def readiness(outcome: int | Exception) -> tuple[Readiness, str]:
-    """What one /ping says of a container, from its status or the transport error, and why.
-
-    Ready: 200. Starting, worth waiting for: a status another try may change (`RETRY_STATUSES`:
-    503 while the engine loads, 502 or 504 from a proxy in front), a ping that connected but got
-    no answer in time (vLLM binds its port before its server accepts), a connection closed
-    without an answer (Docker's port proxy, before the container listens). Nobody there, not
-    worth waiting for: a refused connection, a host that does not resolve or does not answer a
-    connection, TLS that fails, another status (404: not a container)."""
+    """What one /ping's status or transport error says of a container, and why. Starting: 503
+    while the engine loads (502, 504 from a proxy), no answer yet (vLLM binds its port before
+    it accepts), a connection closed unanswered (Docker's port proxy). Nobody there: the rest."""
     if isinstance(outcome, int):
         if outcome == 200:
             return Readiness.READY, "HTTP 200 on /ping"
@@ -255,26 +266,12 @@ def _failed_connection(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def add_wait_ready_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
-    """`--wait-ready`, the same on every command that waits for a container."""
-    parser.add_argument(
-        "--wait-ready",
-        type=float,
-        default=READY_WAIT_S,
-        metavar="SECONDS",
-        help="how long to wait for a container that answers but is not ready yet (/ping 503, "
-        f"no answer yet) (default {READY_WAIT_S:g}; 0: do not wait); a refused connection or a "
-        f"bad URL fails at once{note}",
-    )
-
-
 async def wait_ready(
     client: httpx.AsyncClient, seconds: float, command: str, bar: bool = True
 ) -> None:
-    """Call /ping (as SageMaker does) until it answers 200. A container that is starting is
-    waited for up to `seconds`, with one line on stderr saying so (`command: waiting ...`) and,
-    on a terminal when `bar`, a progress bar; `NotReady` at once when nobody is there, or once
-    `seconds` have passed."""
+    """Call /ping until it answers 200: a container that is starting is waited for up to
+    `seconds`, with one line saying so (`command: waiting ...`) and, on a terminal when `bar`,
+    a progress bar; `NotReady` at once when nobody is there, or once `seconds` have passed."""
     url = str(client.base_url).rstrip("/")
     loop = asyncio.get_running_loop()
     begun = loop.time()

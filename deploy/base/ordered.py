@@ -1,16 +1,62 @@
-"""Run jobs concurrently, at most `window` at a time, and consume their results in input order.
-
-Both batch tools need this: requests go out as fast as the container takes them, but outputs are
-written in the order of the input, with no more than `window` results held in memory.
-"""
+"""Mini-batches, as `transform`, `batch` and `deploy batch --local` send records to
+`/invocations`: packed under a byte limit and a record count (`packed`), finished in input order
+with at most `window` in flight (`in_order`), under SageMaker's payload limit
+(`payload_problem`)."""
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeVar
+
+from vllm_sagemaker.handler.core.execution_parameters import MAX_TOTAL_MB
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+
+def payload_problem(
+    payload_mb: int,
+    concurrency: int,
+    packs: bool,
+    payload: str = "--max-payload-mb",
+    concurrent: str = "--max-concurrent-transforms",
+) -> str | None:
+    """CreateTransformJob's limits, each said with the name the value came by: MaxPayloadInMB
+    from 0 to 100, where 0 is no limit (chunked encoding), for a record or file sent whole, so
+    from 1 when records are `packs`ed together (MultiRecord); MaxConcurrentTransforms at least 0
+    (0: the container's); their product at most 100 MB."""
+    least = 1 if packs else 0
+    if not least <= payload_mb <= MAX_TOTAL_MB:
+        why = " (0, no limit, is for SingleRecord or SplitType None)" if payload_mb == 0 else ""
+        return f"{payload} {payload_mb}: must be from {least} to {MAX_TOTAL_MB}{why}"
+    if concurrency < 0:
+        return f"{concurrent} {concurrency}: must be at least 0 (0: the container's)"
+    if payload_mb * concurrency > MAX_TOTAL_MB:
+        return (
+            f"{payload} {payload_mb} times {concurrent} {concurrency} = "
+            f"{payload_mb * concurrency} MB: SageMaker allows at most {MAX_TOTAL_MB} MB in "
+            "flight per instance"
+        )
+    return None
+
+
+def packed(
+    items: Iterable[Item], cost: Callable[[Item], int], max_bytes: int, max_items: int
+) -> Iterator[list[Item]]:
+    """`items` in mini-batches of at most `max_items` whose `cost`s (bytes of the request) add up
+    to at most `max_bytes` (0: no limit); an item over the limit alone goes in one of its own,
+    for the caller to refuse first."""
+    batch: list[Item] = []
+    used = 0
+    for item in items:
+        needed = cost(item)
+        if batch and (len(batch) == max_items or (max_bytes and used + needed > max_bytes)):
+            yield batch
+            batch, used = [], 0
+        batch.append(item)
+        used += needed
+    if batch:
+        yield batch
 
 
 async def in_order(

@@ -1,12 +1,14 @@
-"""What a client command that answers batch lines counts and where it writes them: the summary
-of lines and tokens, and the output and error files appended to as lines are answered.
+"""What the client's runs count and show: the one progress bar of `transform` and `batch`
+(`Progress`); and for `batch` and `deploy batch`, the summary of lines and tokens they end with
+and the output and error files they append answers to (`Sinks`)."""
 
-`vllm-sagemaker batch` and `deploy batch` both end with this summary and write their answers
-through `Sinks`.
-"""
-
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from tqdm import tqdm
 
 from vllm_sagemaker.handler.core import usage
 from vllm_sagemaker.handler.core.batch_lines import Outcome
@@ -51,6 +53,48 @@ class Summary:
         rate = self.lines / seconds if seconds > 0 else 0.0
         waited = f", {self.throttled} calls throttled for live traffic" if self.throttled else ""
         return f"{self.counts()}, {seconds:.1f} s, {rate:.1f} lines/s{waited}"
+
+
+LOG_EVERY_S = 10.0
+
+
+class Progress:
+    """A bar on a terminal (none when `quiet`); elsewhere, with `log`, the line `log(seconds)`
+    every LOG_EVERY_S. `close` says how long the run took."""
+
+    def __init__(
+        self,
+        desc: str,
+        total: int | None,
+        unit: str,
+        initial: int = 0,
+        quiet: bool = False,
+        log: Callable[[float], str] | None = None,
+    ) -> None:
+        self.interactive = sys.stderr.isatty() and not quiet
+        self.bar = tqdm(
+            total=total,
+            initial=initial,
+            unit=unit,
+            unit_scale=unit == "B",
+            desc=desc,
+            disable=not self.interactive,
+        )
+        self.desc, self.log = desc, log
+        self.started = self.last_log = time.monotonic()
+
+    def update(self, amount: int, failed: int = 0) -> None:
+        self.bar.update(amount)
+        if failed:
+            self.bar.set_postfix(failed=failed)
+        now = time.monotonic()
+        if self.log and not self.interactive and now - self.last_log >= LOG_EVERY_S:
+            self.last_log = now
+            print(f"{self.desc}: {self.log(now - self.started)}", file=sys.stderr, flush=True)
+
+    def close(self) -> float:
+        self.bar.close()
+        return time.monotonic() - self.started
 
 
 class Writer(Protocol):

@@ -4,16 +4,19 @@ This module loads no boto3: `vllm-sagemaker --help` builds this command's parser
 """
 
 import argparse
-import sys
+import dataclasses
 
 from vllm_sagemaker.deploy.base import interrupts, invoke, profile
-from vllm_sagemaker.deploy.batch.run import Stopped, run
-from vllm_sagemaker.deploy.batch.settings import (
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.batch.run import (
     DEFAULT_MAX_INFLIGHT,
     DEFAULT_RETRIES,
     BatchSettings,
+    run,
 )
 from vllm_sagemaker.handler.core.install import server_missing
+
+OPTIONS = {field.name for field in dataclasses.fields(BatchSettings)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,41 +92,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, extra: list[str]) -> int:
+    """0 once every line is answered; a run that cannot go on is a `ClientError` (1), an option
+    refused a `Refused` (2), Ctrl-C an `interrupts.Interrupted` (130)."""
     if extra and not args.model:
-        print(f"batch: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
-        return 2
+        raise Refused(f"unrecognized arguments: {' '.join(extra)}")
     if args.api_key and args.sagemaker_endpoint:
-        print(
-            "batch: --api-key goes with --endpoint or --model: InvokeEndpoint cannot send one "
-            "(SigV4 guards a SageMaker endpoint)",
-            file=sys.stderr,
+        raise Refused(
+            "--api-key goes with --endpoint or --model: InvokeEndpoint cannot send one "
+            "(SigV4 guards a SageMaker endpoint)"
         )
-        return 2
+    if args.max_inflight < 1:
+        raise Refused(f"--max-inflight {args.max_inflight}: must be at least 1")
     missing = server_missing("batch --model") if args.model else None
     if missing:
-        print(f"batch: {missing}", file=sys.stderr)
-        return 1
-    settings = BatchSettings(
-        input=args.input_file,
-        output=args.output_file,
-        error_file=args.error_file,
-        endpoint=args.endpoint,
-        sagemaker_endpoint=args.sagemaker_endpoint,
-        region=args.region,
-        inference_component=args.inference_component,
-        model=args.model,
-        serve_args=tuple(extra),
-        max_inflight=args.max_inflight,
-        max_retries=args.max_retries,
-        resume=args.resume,
-        output_tmp_dir=args.output_tmp_dir,
-        api_key=args.api_key if args.model else invoke.api_key(args.api_key),
-        wait_ready_s=args.wait_ready,
-    )
-    try:
-        # Ctrl-C: `interrupts.Interrupted`, whose line the top prints (exit status 130).
-        interrupts.run(run(settings))
-    except Stopped as error:
-        print(f"batch: {error}", file=sys.stderr)
-        return 1
+        raise ClientError(missing)
+    options = {name: value for name, value in vars(args).items() if name in OPTIONS}
+    api_key = args.api_key if args.model else invoke.api_key(args.api_key)
+    settings = BatchSettings(**{**options, "api_key": api_key}, serve_args=tuple(extra))
+    interrupts.run(run(settings))
     return 0

@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 import httpx
 
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.handler.core import prctl
 from vllm_sagemaker.handler.core.config import API_KEY_VAR, BATCH_YIELD_VAR
 
@@ -31,7 +32,7 @@ POLL_S = 0.25
 HOST = "127.0.0.1"
 
 
-class EngineFailed(RuntimeError):
+class EngineFailed(ClientError):
     """The engine did not start; the message ends with the tail of its log."""
 
 

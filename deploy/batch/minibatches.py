@@ -1,20 +1,74 @@
-"""How `vllm-sagemaker batch` groups its lines into mini-batches and answers one: at most
-`LINES_PER_REQUEST` lines in one JSON Lines request to `/invocations`, under the target's size
-limit. Lines the file checks refused are answered here, without a request; a mini-batch the
-model refuses as a whole becomes error lines for its lines.
+"""How `vllm-sagemaker batch` turns its input into requests and answers: the lines earlier runs
+answered are skipped (`--resume`, known from the outputs `deploy.batch.staging` reads back), the
+rest go at most `LINES_PER_REQUEST` in one JSON Lines request under `MAX_REQUEST_BYTES`. Lines
+the file checks refused are answered here, without a request; a mini-batch the model refuses as
+a whole becomes error lines for its lines.
 """
 
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import IO, Protocol
 
 from vllm_sagemaker.deploy.base import invoke
-from vllm_sagemaker.deploy.batch.targets import Target
-from vllm_sagemaker.handler.core.batch_lines import Checked, Fault, Outcome, outcome
+from vllm_sagemaker.deploy.base.ordered import packed
+from vllm_sagemaker.handler.core.batch_lines import (
+    Checked,
+    Fault,
+    Outcome,
+    checked_lines,
+    outcome,
+)
+from vllm_sagemaker.handler.core.content_types import JSON_LINES
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.formats import batch_error_line
-from vllm_sagemaker.handler.core.jsonlines import split
+from vllm_sagemaker.handler.core.jsonlines import iter_records, split
+from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
 LINES_PER_REQUEST = 32
+# InvokeEndpoint carries at most 6 MB, and a container refuses more than its
+# SAGEMAKER_MAX_PAYLOAD_IN_MB (6 MiB by default): a mini-batch stays under both.
+MAX_REQUEST_BYTES = 6 * 1000 * 1000
+# Every call is batch work: the container runs its records at batch priority.
+CONTAINER_HEADERS = {
+    "Content-Type": JSON_LINES,
+    "X-Amzn-SageMaker-Custom-Attributes": BATCH_WORK_ATTRIBUTE,
+}
+
+
+class Target(Protocol):
+    """Where mini-batches go: an `invoke.Container` or a `deploy.batch.targets.Endpoint`."""
+
+    async def invoke(self, body: bytes) -> bytes:
+        """The answer to one JSON Lines mini-batch."""
+
+
+@dataclass
+class Answered:
+    """What earlier runs already answered (from the output and error files)."""
+
+    custom_ids: set[str] = field(default_factory=set)
+    line_numbers: set[int] = field(default_factory=set)
+
+    def add(self, result: Outcome) -> None:
+        """A refused line's answer names its line number (a duplicate's custom_id is not its
+        own); any other answer is known by its custom_id."""
+        if result.line_number is not None:
+            self.line_numbers.add(result.line_number)
+        elif result.custom_id is not None:
+            self.custom_ids.add(result.custom_id)
+
+    def has(self, checked: Checked) -> bool:
+        if checked.fault is not None:
+            return checked.number in self.line_numbers
+        return checked.custom_id in self.custom_ids
+
+
+def to_answer(source: IO[bytes], answered: Answered) -> Iterator[Checked]:
+    """The input's lines not answered yet, checked (blank lines are not requests)."""
+    for item in checked_lines(iter_records(source)):
+        item = too_large(item, MAX_REQUEST_BYTES)
+        if not answered.has(item):
+            yield item
 
 
 def too_large(item: Checked, max_bytes: int) -> Checked:
@@ -25,20 +79,12 @@ def too_large(item: Checked, max_bytes: int) -> Checked:
     return replace(item, fault=Fault("payload_too_large", message, None))
 
 
-def mini_batches(checked: Iterable[Checked], size: int, max_bytes: int) -> Iterator[list[Checked]]:
-    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together (a
-    line over `max_bytes` alone was refused by `too_large`)."""
-    mini_batch: list[Checked] = []
-    used = 0
-    for item in checked:
-        cost = 0 if item.fault else len(item.raw) + 1
-        if mini_batch and (len(mini_batch) == size or used + cost > max_bytes):
-            yield mini_batch
-            mini_batch, used = [], 0
-        mini_batch.append(item)
-        used += cost
-    if mini_batch:
-        yield mini_batch
+def mini_batches(
+    checked: Iterable[Checked], size: int = LINES_PER_REQUEST, max_bytes: int = MAX_REQUEST_BYTES
+) -> Iterator[list[Checked]]:
+    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together (a line
+    over `max_bytes` alone was refused by `too_large`, and a refused line is not sent)."""
+    return packed(checked, lambda item: 0 if item.fault else len(item.raw) + 1, max_bytes, size)
 
 
 def error_line(checked: Checked) -> bytes:
@@ -47,7 +93,7 @@ def error_line(checked: Checked) -> bytes:
     return batch_error_line(checked.custom_id, checked.fault.error(checked.number))
 
 
-def refused_line(checked: Checked, refusal: invoke.Refused) -> bytes:
+def refused_line(checked: Checked, refusal: invoke.ModelRefused) -> bytes:
     """The answer of a line whose whole mini-batch the model refused."""
     message = f"The model refused the request holding this line: {refusal}"
     return batch_error_line(
@@ -63,7 +109,7 @@ async def mini_batch_lines(target: Target, mini_batch: list[Checked]) -> list[by
         return [error_line(item) for item in mini_batch]
     try:
         answers = iter(split(await target.invoke(body)))
-    except invoke.Refused as refusal:
+    except invoke.ModelRefused as refusal:
         return [
             error_line(item) if item.fault else refused_line(item, refusal) for item in mini_batch
         ]

@@ -1,44 +1,61 @@
-"""One `vllm-sagemaker batch` run: an OpenAI batch file through the container's record pipeline.
-
-Lines are read as a stream, checked for what only the file can know
-(`handler.core.batch_lines`), and sent in JSON Lines mini-batches (at most 32 lines and 6 MB:
-`deploy.batch.minibatches`) to `/invocations`, where each line goes through the same pipeline as
-any SageMaker record. The container is reached at a URL, or as a SageMaker endpoint through the
-runtime API (`deploy.batch.targets`); a mini-batch the model refuses as a whole becomes error
-lines for its lines. At most `--max-inflight` lines are in flight; answers are appended to the
-output as each mini-batch finishes, in input order, so memory stays flat and a crash loses at
-most the lines in flight. `--resume` reads back what the output already holds (repairing a
-half-written last line) and answers only the rest (`deploy.batch.resume`); remote, `.gz` and
-stdout outputs are staged in a private directory until they are delivered
-(`deploy.batch.staging`). A container that wants an API key is sent `--api-key` (or
-`VLLM_API_KEY`); one that refuses the call (401) stops the run with one line. A container at
-`--endpoint` that is starting is waited for (`--wait-ready`); nobody there stops the run at once.
-A run that stops says why in one line, which names `--resume` only when answers are written
-(`stopped`); so does a run Ctrl-C stops (`interrupted`, exit status 130), once what was in flight
-is closed: the output holds whole lines only, which `--resume` keeps. A second run on an output
-a run holds is refused (`deploy.batch.staging`).
-"""
+"""One `vllm-sagemaker batch` run: an OpenAI batch file, streamed in mini-batches
+(`deploy.batch.minibatches`) to a container's `/invocations` (`deploy.base.invoke`) or a
+SageMaker endpoint (`deploy.batch.targets`), answers appended in input order as they come, so
+memory stays flat and a crash loses at most the lines in flight. Outputs are staged until
+delivered (`deploy.batch.staging`); a run that stops says why in one line, naming `--resume`
+when answers are kept."""
 
 import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import IO
 
 from vllm_sagemaker.deploy.base import interrupts, invoke, storage
+from vllm_sagemaker.deploy.base.errors import ClientError, client_error
 from vllm_sagemaker.deploy.base.ordered import in_order
 from vllm_sagemaker.deploy.base.pace import Pace
-from vllm_sagemaker.deploy.base.results import Sinks, Summary
-from vllm_sagemaker.deploy.batch import local_engine, staging, targets
+from vllm_sagemaker.deploy.base.results import Progress, Sinks, Summary
+from vllm_sagemaker.deploy.batch import local_engine, staging
 from vllm_sagemaker.deploy.batch.minibatches import (
+    CONTAINER_HEADERS,
     LINES_PER_REQUEST,
+    Answered,
+    Target,
     answer_mini_batch,
     mini_batches,
+    to_answer,
 )
-from vllm_sagemaker.deploy.batch.progress import Progress, count_lines
-from vllm_sagemaker.deploy.batch.resume import Answered, to_answer
-from vllm_sagemaker.deploy.batch.settings import BatchSettings
-from vllm_sagemaker.deploy.batch.targets import MAX_REQUEST_BYTES, Target
 from vllm_sagemaker.handler.core.batch_lines import Checked, Outcome
+
+DEFAULT_MAX_INFLIGHT = 512
+DEFAULT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What one run is asked to do, named as the command's options."""
+
+    input_file: str
+    output_file: str
+    error_file: str | None
+    endpoint: str | None
+    sagemaker_endpoint: str | None
+    region: str | None
+    inference_component: str | None
+    model: str | None
+    max_inflight: int
+    max_retries: int
+    resume: bool
+    # Where remote, .gz and stdout outputs are staged (None: the system's temporary directory).
+    output_tmp_dir: str | None
+    # The key sent to --endpoint's container, or required by --model's engine (None there: a
+    # fresh random one).
+    api_key: str | None
+    wait_ready: float
+    serve_args: tuple[str, ...] = ()
+    timeout_s: float = 600.0
 
 
 def most_requests(settings: BatchSettings) -> int:
@@ -50,6 +67,9 @@ def most_requests(settings: BatchSettings) -> int:
 async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Target]:
     """Where the run's mini-batches go, ready to take them."""
     if settings.sagemaker_endpoint:
+        # boto3 loads here, not with this module: `vllm-sagemaker --help` builds the parser.
+        from vllm_sagemaker.deploy.batch import targets
+
         endpoint = targets.Endpoint(
             settings.sagemaker_endpoint,
             settings.region,
@@ -66,50 +86,32 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
             endpoint.close()
         return
     async with contextlib.AsyncExitStack() as stack:
-        if settings.endpoint:
-            url, key = settings.endpoint, settings.api_key
-        else:
+        url, key = settings.endpoint, settings.api_key
+        if url is None:
             assert settings.model is not None
-            key = settings.api_key or local_engine.new_key()
+            key = key or local_engine.new_key()
             url = await stack.enter_async_context(
                 local_engine.serving(settings.model, settings.serve_args, key)
             )
         async with invoke.client(url, key) as client:
-            container = targets.Container(
-                client, settings.max_retries, settings.timeout_s, pace, settings.wait_ready_s
+            await invoke.wait_ready(client, settings.wait_ready, "batch")
+            yield invoke.Container(
+                client, CONTAINER_HEADERS, settings.max_retries, settings.timeout_s, pace
             )
-            await container.ready()
-            yield container
 
 
-class Stopped(Exception):
-    """The run stopped; the message is its one line."""
-
-
-# What stops a run: an input or output that cannot be used, a container that cannot take calls
-# or wants an API key, an engine that did not start, calls that failed after their retries.
-STOPS = (
-    storage.Unreachable,
-    invoke.KeyRefused,
-    invoke.NotReady,
-    invoke.InvocationFailed,
-    local_engine.EngineFailed,
-)
-
-
-def stopped(error: Exception, answered: int) -> Stopped:
-    """The line of a run stopped by `error` with `answered` lines in its outputs (earlier runs'
-    included). `--resume` keeps those, answers the rest and delivers the outputs, so it is named
-    when there are some; with none it would do what a plain run does, so it is not."""
+def stopped(error: ClientError, answered: int) -> ClientError:
+    """The line of a run stopped by `error` with `answered` lines in its outputs, naming
+    `--resume` when there are some."""
     if not answered:
-        return Stopped(str(error))
-    return Stopped(f"{error}; {answered} lines are answered and kept: {interrupts.RESUME}")
+        return error
+    return ClientError(f"{error.line}; {answered} lines are answered and kept: {interrupts.RESUME}")
 
 
 def interrupted(settings: BatchSettings, answered: int) -> interrupts.Interrupted:
-    """The line of a run Ctrl-C stopped with `answered` lines in its outputs (earlier runs'
-    included): where they are kept (a staged output's staging file), and `--resume`."""
-    uris = [settings.output, *([settings.error_file] if settings.error_file else [])]
+    """The line of a run Ctrl-C stopped with `answered` lines in its outputs: where they are
+    kept (a staged output's staging file)."""
+    uris = [settings.output_file, *([settings.error_file] if settings.error_file else [])]
     if answered:
         uris = [staging.kept_in(uri, settings.output_tmp_dir) for uri in uris]
     return interrupts.Interrupted(
@@ -117,17 +119,28 @@ def interrupted(settings: BatchSettings, answered: int) -> interrupts.Interrupte
     )
 
 
+def count_lines(source: IO[bytes]) -> int | None:
+    """The number of lines of a seekable input (for the progress bar's ETA), None for a pipe."""
+    if not source.seekable():
+        return None
+    lines = sum(block.count(b"\n") for block in iter(lambda: source.read(1 << 20), b""))
+    source.seek(0)
+    return lines
+
+
 async def run(settings: BatchSettings) -> Summary:
-    """Answer the input's lines; the outputs are created at the first answer and delivered at
-    the end. `Stopped` when the run cannot go on, `interrupts.Interrupted` when Ctrl-C stops it
-    (the task cancelled)."""
+    """Answer the input's lines; a `ClientError` when the run cannot go on,
+    `interrupts.Interrupted` when Ctrl-C stops it."""
     summary = Summary()
     try:
         return await _run(settings, summary)
-    except STOPS as error:
-        raise stopped(error, summary.lines) from error
     except asyncio.CancelledError:
         raise interrupted(settings, summary.lines) from None
+    except Exception as error:
+        found = client_error(error)
+        if found is None:
+            raise
+        raise stopped(found, summary.lines) from error
 
 
 async def _run(settings: BatchSettings, summary: Summary) -> Summary:
@@ -136,10 +149,10 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
     def sink_for(uri: str) -> staging.Sink:
         return staging.Sink(uri, settings.output_tmp_dir, settings.resume)
 
-    output = sink_for(settings.output)
+    output = sink_for(settings.output_file)
     errors = sink_for(settings.error_file) if settings.error_file else None
     if errors is not None and errors.directory == output.directory:
-        raise storage.Unreachable(
+        raise ClientError(
             f"cannot write {settings.error_file}: it is the output itself; give --error-file a "
             "path of its own"
         )
@@ -154,10 +167,12 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
                 answered.add(result)
                 summary.count(result)
                 summary.resumed += 1
-        source = stack.enter_context(storage.reading(settings.input))
+        source = stack.enter_context(storage.reading(settings.input_file))
         pace = Pace(most_requests(settings))
         async with target_for(settings, pace) as target:
-            progress = Progress(count_lines(source), summary.lines)
+            progress = Progress(
+                "batch", count_lines(source), " lines", initial=summary.lines, log=summary.line
+            )
 
             async def start(mini_batch: list[Checked]) -> list[tuple[bytes, Outcome]]:
                 async with pace:
@@ -169,11 +184,11 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
                     sinks.write(line, result)
                     summary.count(result)
                 sinks.flush()
-                progress.update(summary, len(answers))
+                progress.update(len(answers))
 
             try:
                 await in_order(
-                    mini_batches(to_answer(source, answered), LINES_PER_REQUEST, MAX_REQUEST_BYTES),
+                    mini_batches(to_answer(source, answered)),
                     start,
                     finish,
                     most_requests(settings),

@@ -2,12 +2,11 @@
 they ask for (`deploy.transform.job`)."""
 
 import argparse
-import sys
 
-from vllm_sagemaker.deploy.base import interrupts, invoke, profile, storage
+from vllm_sagemaker.deploy.base import interrupts, invoke, profile
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
-from vllm_sagemaker.deploy.transform.job import JobError, TransformJob, run
-from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
+from vllm_sagemaker.deploy.transform.job import TransformJob, run
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPath
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,16 +67,6 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        # Ctrl-C: `interrupts.Interrupted`, whose line the top prints (exit status 130).
-        return interrupts.run(run(job_from_args(args)))
-    except (
-        JobError,
-        JsonPathError,
-        storage.Unreachable,
-        ValueError,
-        invoke.NotReady,
-        invoke.KeyRefused,
-    ) as error:
-        print(f"transform: {error}", file=sys.stderr)
-        return 2
+    """0 when every file was transformed, 1 when some failed; a job that could not start is a
+    `ClientError` with exit status 2, Ctrl-C an `interrupts.Interrupted` (130)."""
+    return interrupts.run(run(job_from_args(args)))

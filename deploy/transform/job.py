@@ -1,53 +1,28 @@
-"""A Batch Transform job run locally against a running container: `vllm-sagemaker transform`,
-and each shard of `deploy batch --local`.
-
-It drives the container the way SageMaker does: GET /ping until ready (a container that is
-starting is waited for up to `--wait-ready` seconds; nobody there stops the job at once, as do an
-input that cannot be listed and an output that cannot be written), GET /execution-parameters,
-then POST /invocations with mini-batches packed from every input file, at most
-MaxConcurrentTransforms at a time. Each input `X` gives `X.out` (beside X's relative path under
-the output), written only when every request for X succeeded: like SageMaker, a failed request
-(after retries) leaves no `.out` for its file and makes the job fail at the end. A container that
-wants an API key (`--api-key`, `VLLM_API_KEY`) and did not get it stops the job with one line.
-Ctrl-C stops it too (exit status 130): requests in flight are closed, a file being written
-leaves no `.out`, and the line says how many files were transformed and kept, which `--resume`
-skips.
-"""
+"""A Batch Transform job run against a running container as SageMaker runs it
+(`vllm-sagemaker transform`, each shard of `deploy batch --local`): each input `X` gives `X.out`
+at its relative path under the output, written only when every request for X succeeded (a
+failed file fails the job at the end); a job that cannot start is one line and exit status 2."""
 
 import asyncio
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-import httpx
-from tqdm import tqdm
-
 from vllm_sagemaker.deploy.base import interrupts, invoke, storage
-from vllm_sagemaker.deploy.base.ordered import in_order
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused, client_error, refuse
+from vllm_sagemaker.deploy.base.ordered import in_order, packed, payload_problem
+from vllm_sagemaker.deploy.base.results import Progress
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
-from vllm_sagemaker.deploy.transform.packing import (
-    MiniBatch,
-    RecordTooLarge,
-    mini_batches,
-    whole_file,
-)
 from vllm_sagemaker.handler.core.config import MIB
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 # SageMaker's defaults when neither the job nor the container says otherwise.
 DEFAULT_CONCURRENCY = 1
 DEFAULT_PAYLOAD_MB = 6
-MAX_TOTAL_MB = 100
-
-
-class JobError(Exception):
-    """The job cannot run as configured (SageMaker would refuse to create it)."""
-
-
-class FileFailed(Exception):
-    """One input file could not be transformed; the message says why."""
+# The exit status of a job that could not start.
+COULD_NOT_START = 2
 
 
 @dataclass(frozen=True)
@@ -70,12 +45,8 @@ class TransformJob:
     wait_ready_s: float = invoke.READY_WAIT_S
 
     def headers(self) -> dict[str, str]:
-        headers = {}
-        if self.content_type:
-            headers["Content-Type"] = self.content_type
-        if self.accept:
-            headers["Accept"] = self.accept
-        return headers
+        given = {"Content-Type": self.content_type, "Accept": self.accept}
+        return {name: value for name, value in given.items() if value}
 
 
 @dataclass(frozen=True)
@@ -87,61 +58,109 @@ class Settings:
     max_payload_mb: int
 
 
+@dataclass
+class Outcome:
+    """The job's files: how many are done (`skipped`: done before, with `--resume`), why each
+    that failed did."""
+
+    files: list[storage.InputFile] = field(default_factory=list)
+    done: int = 0
+    skipped: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+
+
 def check(job: TransformJob) -> None:
-    """CreateTransformJob's own checks on the job's settings."""
+    """CreateTransformJob's checks of the options alone (with the container's: `settings`)."""
     if job.processing.join_input:
         if job.accept != job.content_type:
-            raise JobError("JoinSource Input needs --accept equal to --content-type")
+            raise Refused("JoinSource Input needs --accept equal to --content-type")
         if job.assemble_lines != job.split_lines:
-            raise JobError("JoinSource Input needs --assemble-with equal to --split-type")
+            raise Refused("JoinSource Input needs --assemble-with equal to --split-type")
     if not 0 <= job.max_retries <= 3:
-        raise JobError("--max-retries must be between 0 and 3")
+        raise Refused("--max-retries must be between 0 and 3")
     if not 1 <= job.timeout_s <= 3600:
-        raise JobError("--timeout must be between 1 and 3600 seconds")
-    # What the options ask for alone; with the container's answer, `settings` checks again.
-    given = Settings(job.max_concurrent_transforms or 1, True, job.max_payload_mb or 1)
-    _check_limits(given, job, {})
+        raise Refused("--timeout must be between 1 and 3600 seconds")
+    refuse(payload_problem(job.max_payload_mb or 0, job.max_concurrent_transforms or 0, False))
 
 
-_PAYLOAD = ("--max-payload-mb", "MaxPayloadInMB")
-_CONCURRENCY = ("--max-concurrent-transforms", "MaxConcurrentTransforms")
-
-
-def _named(names: tuple[str, str], given: int | None, answer: dict) -> str:
+def _named(option: str, field: str, given: int | None, answer: dict) -> str:
     """Where a setting came from, as a line names it: the option, or the container's field."""
-    option, field = names
-    return option if given else f"the container's {field}" if answer.get(field) else field
+    if given is not None:
+        return option
+    return f"the container's {field}" if field in answer else field
 
 
-def _check_limits(result: Settings, job: TransformJob, answer: dict) -> None:
-    """SageMaker's limits on a mini-batch's size and on how many are in flight."""
-    payload = _named(_PAYLOAD, job.max_payload_mb, answer)
-    concurrency = _named(_CONCURRENCY, job.max_concurrent_transforms, answer)
-    size, count = result.max_payload_mb, result.concurrency
-    if not 1 <= size <= MAX_TOTAL_MB:
-        raise JobError(f"{payload} {size}: must be from 1 to {MAX_TOTAL_MB}")
-    if count < 1:
-        raise JobError(f"{concurrency} {count}: must be at least 1")
-    if count * size > MAX_TOTAL_MB:
-        raise JobError(
-            f"{payload} {size} times {concurrency} {count} = {size * count} MB: SageMaker allows "
-            f"at most {MAX_TOTAL_MB} MB in flight per instance"
-        )
-
-
-def settings(job: TransformJob, answer: dict | None) -> Settings:
+def settings(job: TransformJob, answer: dict) -> Settings:
     """SageMaker's precedence: the job's values, then the container's answer, then defaults."""
-    answer = answer or {}
     concurrency = job.max_concurrent_transforms or answer.get("MaxConcurrentTransforms")
-    payload = job.max_payload_mb or answer.get("MaxPayloadInMB") or DEFAULT_PAYLOAD_MB
+    payload = job.max_payload_mb
+    if payload is None:
+        payload = answer.get("MaxPayloadInMB", DEFAULT_PAYLOAD_MB)
     strategy = job.batch_strategy or answer.get("BatchStrategy") or "MultiRecord"
     result = Settings(
         concurrency=int(concurrency or DEFAULT_CONCURRENCY),
         multi_record=strategy.replace("_", "").upper() == "MULTIRECORD",
         max_payload_mb=int(payload),
     )
-    _check_limits(result, job, answer)
+    given_concurrency = job.max_concurrent_transforms or None
+    problem = payload_problem(
+        result.max_payload_mb,
+        result.concurrency,
+        job.split_lines and result.multi_record,
+        _named("--max-payload-mb", "MaxPayloadInMB", job.max_payload_mb, answer),
+        _named("--max-concurrent-transforms", "MaxConcurrentTransforms", given_concurrency, answer),
+    )
+    refuse(problem)
     return result
+
+
+@dataclass
+class MiniBatch:
+    """One request: its records as read (for JoinSource) and as sent (after InputFilter)."""
+
+    records: list[tuple[bytes, bytes]]
+    whole_file: bool = False
+
+    def body(self) -> bytes:
+        if self.whole_file:
+            return self.records[0][1]
+        return b"".join(sent + b"\n" for _, sent in self.records)
+
+    def input_bytes(self) -> int:
+        """How much of the input file this mini-batch covers (for progress)."""
+        if self.whole_file:
+            return len(self.records[0][0])
+        return sum(len(original) + 1 for original, _ in self.records)
+
+
+def fitting(records: Iterable[tuple[bytes, bytes]], limit: int) -> Iterator[tuple[bytes, bytes]]:
+    """`records`, each sent followed by LF; a failed file for one over `limit` (0: none)."""
+    for number, (original, sent) in enumerate(records, 1):
+        if limit and len(sent) + 1 > limit:
+            raise ClientError(
+                f"record {number} is {len(sent) + 1} bytes, more than MaxPayloadInMB allows "
+                f"({limit} bytes)"
+            )
+        yield original, sent
+
+
+def batches(source: IO[bytes], job: TransformJob, settings: Settings) -> Iterator[MiniBatch]:
+    """The requests for one input file: with SplitType Line, as many whole records as fit under
+    MaxPayloadInMB (MultiRecord) or one (SingleRecord); else the whole file as it is."""
+    limit = settings.max_payload_mb * MIB
+    if not job.split_lines:
+        content = job.processing.filtered_input(source.read())
+        if limit and len(content) > limit:
+            raise ClientError(
+                f"the file is {len(content)} bytes, more than MaxPayloadInMB allows ({limit} "
+                "bytes); use SplitType Line"
+            )
+        yield MiniBatch([(content, content)], whole_file=True)
+        return
+    records = ((record, job.processing.filtered_input(record)) for record in iter_records(source))
+    most = 0 if settings.multi_record else 1
+    for records_of in packed(fitting(records, limit), lambda pair: len(pair[1]) + 1, limit, most):
+        yield MiniBatch(records_of)
 
 
 def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
@@ -151,154 +170,119 @@ def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
         return answer
     outputs = [answer] if batch.whole_file else list(iter_records(io.BytesIO(answer)))
     if job.processing.per_record:
-        if len(outputs) != len(batch.originals):
-            raise FileFailed(
+        if len(outputs) != len(batch.records):
+            raise ClientError(
                 f"the container answered {len(outputs)} records for a mini-batch of "
-                f"{len(batch.originals)}; JoinSource and OutputFilter need one line per record"
+                f"{len(batch.records)}; JoinSource and OutputFilter need one line per record"
             )
         outputs = [
-            job.processing.output(record, output)
-            for record, output in zip(batch.originals, outputs, strict=True)
+            job.processing.output(original, output)
+            for (original, _), output in zip(batch.records, outputs, strict=True)
         ]
     end = b"\n" if job.assemble_lines else b""
     return b"".join(output + end for output in outputs)
 
 
-def batches(source: IO[bytes], job: TransformJob, settings: Settings) -> Iterator[MiniBatch]:
-    """The requests for one input file."""
-    limit = settings.max_payload_mb * MIB
-    if not job.split_lines:
-        content = source.read()
-        yield whole_file(job.processing.filtered_input(content), limit)
-        return
-    pairs = ((record, job.processing.filtered_input(record)) for record in iter_records(source))
-    yield from mini_batches(pairs, limit, settings.multi_record)
-
-
-class Container:
-    """The container a job calls: its parameters, and invocations with retries."""
-
-    def __init__(self, job: TransformJob, client: httpx.AsyncClient) -> None:
-        self.job = job
-        self.client = client
-
-    async def execution_parameters(self) -> dict | None:
-        """The container's answer, or None when it has none (SageMaker then uses defaults)."""
-        try:
-            response = await self.client.get("/execution-parameters", timeout=10)
-            answer = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
-        return answer if isinstance(answer, dict) else None
-
-    async def invoke(self, body: bytes) -> bytes:
-        """The answer to one request; FileFailed once retries are used up or on a 4xx."""
-        try:
-            return await invoke.post(
-                self.client,
-                "/invocations",
-                body,
-                self.job.headers(),
-                self.job.max_retries,
-                self.job.timeout_s,
-            )
-        except invoke.InvocationFailed as error:
-            raise FileFailed(str(error)) from None
-
-
 async def transform_file(
-    container: Container,
+    container: invoke.Container,
+    job: TransformJob,
     settings: Settings,
     file: storage.InputFile,
+    target: str,
     slots: asyncio.Semaphore,
-    progress: tqdm,
+    progress: Progress,
 ) -> None:
-    """Write `file`'s `.out`, keeping at most `settings.concurrency` requests in flight."""
-    job = container.job
-    target = storage.joined(job.output, file.relative + ".out")
-    if job.resume and storage.exists(target):
-        progress.update(file.size)
-        return
+    """Write `file`'s `.out` at `target`, `settings.concurrency` requests in flight at most."""
 
     async def send(batch: MiniBatch) -> bytes:
         async with slots:
             return await container.invoke(batch.body())
 
+    with storage.opened(file) as source, storage.written(target) as sink:
+
+        def write(batch: MiniBatch, answer: bytes) -> None:
+            sink.write(assembled(batch, answer, job))
+            progress.update(batch.input_bytes())
+
+        await in_order(batches(source, job, settings), send, write, settings.concurrency)
+
+
+async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False) -> None:
+    """Run the job, filling in `outcome` as files are done (`quiet`: no progress bars); a
+    `ClientError` with status COULD_NOT_START when it cannot run: options SageMaker would refuse,
+    an unusable input or output, a container that cannot take calls or wants an API key (the
+    first 401 ends the job: files not begun are not sent)."""
     try:
-        with storage.opened(file) as source, storage.written(target) as sink:
-
-            def write(batch: MiniBatch, answer: bytes) -> None:
-                sink.write(assembled(batch, answer, job))
-                progress.update(batch.input_bytes())
-
-            await in_order(batches(source, job, settings), send, write, settings.concurrency)
-    except RecordTooLarge as error:
-        raise FileFailed(str(error)) from None
+        await _transform_all(job, outcome, quiet)
+    except Exception as error:
+        found = client_error(error)
+        if found is None:
+            raise
+        raise ClientError(found.line, COULD_NOT_START) from error
 
 
-async def transform_all(
-    job: TransformJob, quiet: bool = False, done: list[str] | None = None
-) -> dict[str, str]:
-    """Run the job; why each input file that failed did (none when all were transformed).
-    `quiet` hides the progress bars (when the caller shows its own); `done` gets each input
-    file whose `.out` is written (or was, with `--resume`) as it is. `invoke.KeyRefused` when
-    the container wants an API key it did not get, `invoke.NotReady` when it cannot take calls,
-    `storage.Unreachable` when the input cannot be listed or the output cannot be written."""
+async def _transform_all(job: TransformJob, outcome: Outcome, quiet: bool) -> None:
     check(job)
-    files = storage.list_inputs(job.input)
+    outcome.files = storage.list_inputs(job.input)
     storage.check_writable(job.output, directory=True)
-    failed: dict[str, str] = {}
-    # A 401 fails every file alike: the first one ends the job, and files not begun yet are not
-    # sent (gather leaves no task running).
-    refused: list[invoke.KeyRefused] = []
     async with invoke.client(job.endpoint, job.api_key) as client:
-        container = Container(job, client)
         await invoke.wait_ready(client, job.wait_ready_s, "transform", bar=not quiet)
+        container = invoke.Container(client, job.headers(), job.max_retries, job.timeout_s)
         chosen = settings(job, await container.execution_parameters())
         slots = asyncio.Semaphore(chosen.concurrency)
         opened_files = asyncio.Semaphore(chosen.concurrency)
-        with tqdm(
-            total=sum(f.size for f in files),
-            unit="B",
-            unit_scale=True,
-            desc="transform",
-            # None: on a terminal only, so logs and pipes get the job's own lines alone.
-            disable=True if quiet else None,
-        ) as progress:
+        total = sum(file.size for file in outcome.files)
+        progress = Progress("transform", total, "B", quiet=quiet)
 
-            async def one(file: storage.InputFile) -> None:
-                async with opened_files:
-                    if refused:
-                        return
+        refused: list[invoke.KeyRefused] = []
+
+        async def one(file: storage.InputFile) -> None:
+            async with opened_files:
+                out = storage.joined(job.output, file.relative + ".out")
+                if refused:
+                    return
+                if job.resume and storage.exists(out):
+                    outcome.skipped += 1
+                    progress.update(file.size)
+                else:
                     try:
-                        await transform_file(container, chosen, file, slots, progress)
-                        if done is not None:
-                            done.append(file.uri)
+                        await transform_file(container, job, chosen, file, out, slots, progress)
                     except invoke.KeyRefused as error:
                         refused.append(error)
-                    except (FileFailed, OSError) as error:
-                        failed[file.uri] = str(error)
-                        progress.set_postfix(failed=len(failed))
+                        return
+                    except (ClientError, OSError) as error:
+                        outcome.failed[file.uri] = str(error)
+                        progress.update(0, failed=len(outcome.failed))
+                        return
+                outcome.done += 1
 
-            await asyncio.gather(*(one(file) for file in files))
+        try:
+            await asyncio.gather(*(one(file) for file in outcome.files))
+        finally:
+            progress.close()
     if refused:
         raise refused[0]
-    return failed
 
 
 async def run(job: TransformJob) -> int:
     """Run the job and report it; 0 when every file was transformed, 1 otherwise.
     `interrupts.Interrupted` when Ctrl-C stops it (the task cancelled)."""
-    files = storage.list_inputs(job.input)
-    written: list[str] = []
+    outcome = Outcome()
     try:
-        failed = await transform_all(job, done=written)
+        await transform_all(job, outcome)
     except asyncio.CancelledError:
         raise interrupts.Interrupted(
-            interrupts.kept_line(len(written), "file", "transformed", job.output, len(files))
+            interrupts.kept_line(
+                outcome.done, "file", "transformed", job.output, len(outcome.files)
+            )
         ) from None
-    for uri, reason in sorted(failed.items()):
+    for uri, reason in sorted(outcome.failed.items()):
         print(f"transform: FAILED {uri}: {reason}", file=sys.stderr)
-    done = len(files) - len(failed)
-    print(f"transform: {done} of {len(files)} files transformed into {job.output}", file=sys.stderr)
-    return 1 if failed else 0
+    files = len(outcome.files)
+    skipped = f" ({outcome.skipped} done before, skipped by --resume)" if outcome.skipped else ""
+    print(
+        f"transform: {files - len(outcome.failed)} of {files} files transformed into "
+        f"{job.output}{skipped}",
+        file=sys.stderr,
+    )
+    return 1 if outcome.failed else 0

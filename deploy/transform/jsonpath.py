@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_sagemaker.deploy.base.errors import Refused
 
-class JsonPathError(ValueError):
+
+class JsonPathError(Refused):
     """An expression outside the supported subset."""
 
 

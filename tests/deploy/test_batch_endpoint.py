@@ -162,8 +162,8 @@ def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.C
         (client_error("ModelError", 424, OriginalStatusCode=503), invoke.Retryable),
         # the container keeps its engine for live traffic: waited out, never a failure
         (client_error("ModelError", 424, OriginalStatusCode=429), invoke.Throttled),
-        (client_error("ModelError", 424, OriginalStatusCode=400), invoke.Refused),
-        (client_error("ModelError", 424, OriginalStatusCode=413), invoke.Refused),
+        (client_error("ModelError", 424, OriginalStatusCode=400), invoke.ModelRefused),
+        (client_error("ModelError", 424, OriginalStatusCode=413), invoke.ModelRefused),
         # the container wants an API key, which InvokeEndpoint cannot send: the run stops
         (client_error("ModelError", 424, OriginalStatusCode=401), invoke.KeyRefused),
         (client_error("ValidationError", 400), invoke.InvocationFailed),
@@ -180,8 +180,8 @@ def test_a_refused_mini_batch_keeps_its_status_and_message() -> None:
     refusal = targets.classify(
         client_error("ModelError", 424, OriginalStatusCode=400, OriginalMessage="bad body")
     )
-    assert isinstance(refusal, invoke.Refused)
-    assert (refusal.status, refusal.message) == (400, "bad body")
+    assert isinstance(refusal, invoke.ModelRefused)
+    assert (refusal.status, refusal.line) == (400, "HTTP 400: bad body")
 
 
 def line(size: int, fault: Fault | None = None) -> Checked:

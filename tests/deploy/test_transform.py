@@ -145,6 +145,10 @@ def test_resume_skips_finished_files(chat_server: Server, tmp_path: Path) -> Non
     args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), *LINES]
     done = transform(chat_server, *args, "--content-type", JSONL, "--resume")
     assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"transform: 2 of 2 files transformed into {tmp_path / 'out'} (1 done before, skipped "
+        "by --resume)"
+    )
     assert (tmp_path / "out" / "a.jsonl.out").read_text() == "finished earlier\n"
     assert "choices" in read_jsonl(tmp_path / "out" / "b.jsonl.out")[0]
 

@@ -11,9 +11,9 @@ from typing import Any, Protocol
 
 import boto3
 
-from vllm_sagemaker.deploy.base import invoke
 from vllm_sagemaker.deploy.base.aws_errors import missing
 from vllm_sagemaker.deploy.base.calls import POLL_S, Call
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.fleet.state import Job
 from vllm_sagemaker.deploy.kit.plans.transform import (
     TRANSFORM_INVOCATION_TIMEOUT_S,
@@ -129,38 +129,28 @@ class LocalJobs:
     async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
         started()
         begun = time.monotonic()
-        endpoint = self.endpoints[spec.slot % self.slots]
-        shard_job = transform_job(endpoint, spec.input, spec.output, self.settings, self.api_key)
+        # The shard's job as SageMaker runs it.
+        shard_job = transform.TransformJob(
+            endpoint=self.endpoints[spec.slot % self.slots],
+            input=spec.input,
+            output=spec.output,
+            content_type=JSON_LINES,
+            accept=JSON_LINES,
+            split_lines=True,
+            batch_strategy="MultiRecord",
+            max_payload_mb=self.settings.max_payload_mb,
+            max_concurrent_transforms=self.settings.max_concurrent_transforms,
+            assemble_lines=True,
+            max_retries=TRANSFORM_RETRIES,
+            timeout_s=TRANSFORM_INVOCATION_TIMEOUT_S,
+            api_key=self.api_key,
+        )
+        outcome = transform.Outcome()
         try:
-            failed = await transform.transform_all(shard_job, quiet=True)
-        except (invoke.NotReady, invoke.KeyRefused, transform.JobError, OSError) as error:
-            failed = {spec.input: str(error)}
+            await transform.transform_all(shard_job, outcome, quiet=True)
+            failed = outcome.failed
+        except ClientError as error:
+            failed = {spec.input: error.line}
         job.seconds = time.monotonic() - begun
         job.status = "Failed" if failed else "Completed"
         job.reason = "; ".join(failed.values()) if failed else None
-
-
-def transform_job(
-    endpoint: str,
-    input_uri: str,
-    output: str,
-    settings: TransformSettings,
-    api_key: str | None = None,
-) -> transform.TransformJob:
-    """A shard's transform job as SageMaker runs it, for the local transform job (`api_key`
-    for a container started with one)."""
-    return transform.TransformJob(
-        endpoint=endpoint,
-        input=input_uri,
-        output=output,
-        content_type=JSON_LINES,
-        accept=JSON_LINES,
-        split_lines=True,
-        batch_strategy="MultiRecord",
-        max_payload_mb=settings.max_payload_mb,
-        max_concurrent_transforms=settings.max_concurrent_transforms,
-        assemble_lines=True,
-        max_retries=TRANSFORM_RETRIES,
-        timeout_s=TRANSFORM_INVOCATION_TIMEOUT_S,
-        api_key=api_key,
-    )

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sagemaker.deploy.batch.minibatches import error_line
-from vllm_sagemaker.deploy.batch.resume import Answered
+from vllm_sagemaker.deploy.batch.minibatches import Answered, error_line
 from vllm_sagemaker.deploy.batch.staging import staged_path
 from vllm_sagemaker.handler.core import batch_lines
 from vllm_sagemaker.handler.core.batch_lines import LineChecker, outcome, repair, request_fault

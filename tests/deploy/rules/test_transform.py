@@ -1,23 +1,27 @@
 """The local transform job's rules: JSONPath, DataProcessing, packing, SageMaker's precedence
-and output assembly, as tables of cases."""
+and limits, and output assembly, as tables of cases."""
 
+import io
 import json
+import re
 from typing import Any
 
 import pytest
 
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.ordered import packed, payload_problem
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import (
-    FileFailed,
-    JobError,
+    MiniBatch,
     Settings,
     TransformJob,
     assembled,
+    batches,
     check,
     settings,
 )
 from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
-from vllm_sagemaker.deploy.transform.packing import RecordTooLarge, mini_batches, whole_file
+from vllm_sagemaker.handler.core.config import MIB
 
 RECORD = {"id": 7, "a": {"b": [10, 20, 30, 40]}, "tags": ["x", "y"], "SageMakerOutput": {"v": 1}}
 
@@ -122,34 +126,56 @@ def test_input_filter(expression: str, record: bytes, sent: bytes) -> None:
     assert DataProcessing(input_filter=JsonPath.compile(expression)).filtered_input(record) == sent
 
 
-def pairs(*sizes: int) -> list[tuple[bytes, bytes]]:
-    return [(b"o" * size, b"s" * size) for size in sizes]
+@pytest.mark.parametrize(
+    ("sizes", "max_bytes", "max_items", "grouped"),
+    [
+        ((3, 3, 3), 8, 0, [[3, 3], [3]]),
+        ((3, 3, 3), 9, 0, [[3, 3, 3]]),
+        ((3, 3, 3), 100, 1, [[3], [3], [3]]),
+        ((3, 3, 3), 100, 2, [[3, 3], [3]]),
+        ((3, 3, 3), 0, 0, [[3, 3, 3]]),  # no limit at all
+        ((7, 1, 1), 8, 0, [[7, 1], [1]]),
+        ((9, 1), 8, 0, [[9], [1]]),  # over the limit alone: the caller refuses it first
+        ((), 8, 0, []),
+    ],
+)
+def test_packing(sizes: tuple[int, ...], max_bytes: int, max_items: int, grouped: list) -> None:
+    """The one packer of transform and batch: a byte limit and a record count (0: none)."""
+    assert list(packed(sizes, lambda size: size, max_bytes, max_items)) == grouped
+
+
+def lines(*sizes: int) -> io.BytesIO:
+    return io.BytesIO(b"".join(b"s" * size + b"\n" for size in sizes))
+
+
+SPLIT = TransformJob("h", "i", "o", split_lines=True)
 
 
 @pytest.mark.parametrize(
-    ("sizes", "max_bytes", "multi", "grouped"),
+    ("job", "sizes", "chosen", "bodies"),
     [
-        ((3, 3, 3), 8, True, [[3, 3], [3]]),
-        ((3, 3, 3), 12, True, [[3, 3, 3]]),
-        ((3, 3, 3), 100, False, [[3], [3], [3]]),
-        ((7, 0, 0), 8, True, [[7], [0, 0]]),
-        ((), 8, True, []),
+        (SPLIT, (3, 3, 3), Settings(1, True, 1), [12]),
+        (SPLIT, (3, 3, 3), Settings(1, False, 1), [4, 4, 4]),
+        (SPLIT, (3, 3, 3), Settings(1, False, 0), [4, 4, 4]),
+        (TransformJob("h", "i", "o"), (3, 3), Settings(1, True, 1), [8]),
     ],
 )
-def test_packing(sizes: tuple[int, ...], max_bytes: int, multi: bool, grouped: list) -> None:
-    batches = list(mini_batches(pairs(*sizes), max_bytes, multi))
-    assert [[len(s) for s in batch.sent] for batch in batches] == grouped
-    for batch in batches:
-        assert len(batch.body()) <= max_bytes
-        assert batch.body().count(b"\n") == len(batch.sent)
+def test_a_file_s_requests(
+    job: TransformJob, sizes: tuple[int, ...], chosen: Settings, bodies: list[int]
+) -> None:
+    assert [len(batch.body()) for batch in batches(lines(*sizes), job, chosen)] == bodies
 
 
-def test_a_record_over_the_payload_fails_its_file() -> None:
-    with pytest.raises(RecordTooLarge, match="record 2"):
-        list(mini_batches(pairs(3, 9), 8, True))
-    with pytest.raises(RecordTooLarge, match="SplitType Line"):
-        whole_file(b"x" * 9, 8)
-    assert whole_file(b"a\nb\n", 8).body() == b"a\nb\n"
+@pytest.mark.parametrize(
+    ("job", "size", "line"),
+    [
+        (SPLIT, MIB, f"record 2 is {MIB + 1} bytes, more than MaxPayloadInMB allows ({MIB} bytes)"),
+        (TransformJob("h", "i", "o"), MIB, "use SplitType Line"),
+    ],
+)
+def test_a_record_over_the_payload_fails_its_file(job: TransformJob, size: int, line: str) -> None:
+    with pytest.raises(ClientError, match=re.escape(line)):
+        list(batches(lines(3, size), job, Settings(1, True, 1)))
 
 
 JOB = TransformJob("http://x", "in", "out")
@@ -158,13 +184,19 @@ JOB = TransformJob("http://x", "in", "out")
 @pytest.mark.parametrize(
     ("job", "answer", "expected"),
     [
-        (JOB, None, Settings(1, True, 6)),
+        (JOB, {}, Settings(1, True, 6)),
         (
             JOB,
             {"MaxConcurrentTransforms": 2, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 1},
             Settings(2, True, 1),
         ),
         (JOB, {"BatchStrategy": "SINGLE_RECORD"}, Settings(1, False, 6)),
+        (JOB, {"MaxPayloadInMB": 0}, Settings(1, True, 0)),
+        (
+            TransformJob("h", "i", "o", max_payload_mb=0),
+            {"MaxPayloadInMB": 2},
+            Settings(1, True, 0),
+        ),
         (
             TransformJob("http://x", "in", "out", max_payload_mb=4, batch_strategy="SingleRecord"),
             {"MaxConcurrentTransforms": 8, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 1},
@@ -172,7 +204,7 @@ JOB = TransformJob("http://x", "in", "out")
         ),
     ],
 )
-def test_sagemaker_precedence(job: TransformJob, answer: dict | None, expected: Settings) -> None:
+def test_sagemaker_precedence(job: TransformJob, answer: dict, expected: Settings) -> None:
     assert settings(job, answer) == expected
 
 
@@ -180,9 +212,15 @@ def test_sagemaker_precedence(job: TransformJob, answer: dict | None, expected: 
     ("job", "answer", "line"),
     [
         (
-            TransformJob("http://x", "in", "out", max_payload_mb=100000),
-            None,
+            TransformJob("http://x", "in", "out", max_payload_mb=100000, split_lines=True),
+            {},
             "--max-payload-mb 100000: must be from 1 to 100",
+        ),
+        (
+            TransformJob("http://x", "in", "out", max_payload_mb=0, split_lines=True),
+            {},
+            "--max-payload-mb 0: must be from 1 to 100 (0, no limit, is for SingleRecord or "
+            "SplitType None)",
         ),
         (
             TransformJob("http://x", "in", "out", max_concurrent_transforms=30),
@@ -193,18 +231,18 @@ def test_sagemaker_precedence(job: TransformJob, answer: dict | None, expected: 
         (
             TransformJob("http://x", "in", "out"),
             {"MaxPayloadInMB": 500},
-            "the container's MaxPayloadInMB 500: must be from 1 to 100",
+            "the container's MaxPayloadInMB 500: must be from 0 to 100",
         ),
         (
             TransformJob("http://x", "in", "out", max_concurrent_transforms=-1),
-            None,
-            "--max-concurrent-transforms -1: must be at least 1",
+            {},
+            "--max-concurrent-transforms -1: must be at least 0 (0: the container's)",
         ),
     ],
 )
-def test_limits_sagemaker_enforces(job: TransformJob, answer: dict | None, line: str) -> None:
+def test_limits_sagemaker_enforces(job: TransformJob, answer: dict, line: str) -> None:
     """Each limit is said with where the value came from: the option, or the container."""
-    with pytest.raises(JobError) as refused:
+    with pytest.raises(Refused) as refused:
         settings(job, answer)
     assert str(refused.value) == line
 
@@ -232,17 +270,17 @@ def test_limits_sagemaker_enforces(job: TransformJob, answer: dict | None, line:
         ),
         TransformJob("h", "i", "o", max_retries=4),
         TransformJob("h", "i", "o", timeout_s=0),
+        TransformJob("h", "i", "o", max_payload_mb=101),
+        TransformJob("h", "i", "o", max_payload_mb=20, max_concurrent_transforms=6),
     ],
 )
 def test_jobs_sagemaker_would_refuse(job: TransformJob) -> None:
-    with pytest.raises(JobError):
+    with pytest.raises(Refused):
         check(job)
 
 
 def test_assembly() -> None:
-    batch = next(
-        mini_batches([(b'{"id": 1}', b'{"id": 1}'), (b'{"id": 2}', b'{"id": 2}')], 100, True)
-    )
+    batch = MiniBatch([(b'{"id": 1}', b'{"id": 1}'), (b'{"id": 2}', b'{"id": 2}')])
     answer = b'{"r": 1}\n{"r": 2}\n'
     assert assembled(batch, answer, JOB) == answer
     lines = TransformJob("h", "i", "o", assemble_lines=True, split_lines=True)
@@ -259,5 +297,36 @@ def test_assembly() -> None:
         b'{"id":1,"SageMakerOutput":{"r":1}}',
         b'{"id":2,"SageMakerOutput":{"r":2}}',
     ]
-    with pytest.raises(FileFailed, match="answered 1 records for a mini-batch of 2"):
+    with pytest.raises(ClientError, match="answered 1 records for a mini-batch of 2"):
         assembled(batch, b'{"r": 1}\n', joined)
+
+
+@pytest.mark.parametrize(
+    ("payload", "concurrency", "packs", "problem"),
+    [
+        (6, 1, True, None),
+        (100, 1, True, None),
+        (0, 8, False, None),  # no limit: a record or file sent whole
+        (50, 0, True, None),  # 0: the container's concurrency
+        (
+            0,
+            1,
+            True,
+            "--max-payload-mb 0: must be from 1 to 100 (0, no limit, is for "
+            "SingleRecord or SplitType None)",
+        ),
+        (101, 1, False, "--max-payload-mb 101: must be from 0 to 100"),
+        (6, -1, True, "--max-concurrent-transforms -1: must be at least 0 (0: the container's)"),
+        (
+            20,
+            6,
+            True,
+            "--max-payload-mb 20 times --max-concurrent-transforms 6 = 120 MB: SageMaker "
+            "allows at most 100 MB in flight per instance",
+        ),
+    ],
+)
+def test_the_payload_rule(payload: int, concurrency: int, packs: bool, problem: str | None) -> None:
+    """CreateTransformJob's MaxPayloadInMB and MaxConcurrentTransforms, the one rule of
+    `transform` (and of `deploy transform` and `deploy batch`)."""
+    assert payload_problem(payload, concurrency, packs) == problem
