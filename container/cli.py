@@ -6,7 +6,6 @@ client's (the deploy kit and the batch tools); they load only when one of them i
 """
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -88,65 +87,48 @@ def subcommand_names(add_arguments: Callable[[argparse.ArgumentParser], None]) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `vllm-sagemaker` command. A reader that stops early (`... | head`) ends it quietly;
-    an error a user can cause in a client command is one line (`deploy.base.errors`), with its
-    traceback only under `--debug` (anywhere on the line) or VLLM_SAGEMAKER_DEBUG=1."""
+    """The `vllm-sagemaker` command. For a client command: a reader that stops early (`... |
+    head`) ends it quietly; Ctrl-C is one line (`deploy.base.interrupts`), as is an error a user
+    can cause (`deploy.base.errors`), its traceback shown only under `--debug` (anywhere on the
+    line) or VLLM_SAGEMAKER_DEBUG=1."""
     given = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in given or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     given = [arg for arg in given if arg != DEBUG_FLAG]
+    if given[:1] == ["serve"]:  # vLLM's server, with its own Ctrl-C and errors
+        return serve.main(given[1:])
+    from vllm_sagemaker.deploy.base import interrupts
+    from vllm_sagemaker.deploy.base.errors import client_error
+
     command = next((arg for arg in given if not arg.startswith("-")), "")
     try:
-        with _ctrl_c(given, command):
+        with interrupts.handled(command):
             return _run(given)
     except BrokenPipeError:
         # Python's advice: point stdout at devnull so the flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt as stop:
-        if given[:1] == ["serve"]:
-            raise
-        from vllm_sagemaker.deploy.base import interrupts
-
-        # One line (what was kept, how to go on) and exit status 130, never a traceback.
-        return interrupts.report(command, stop)
+        return interrupts.report(command, stop)  # what was kept, how to go on; status 130
     except Exception as error:
-        if debug or command in ("", "serve"):
-            raise
-        from vllm_sagemaker.deploy.base.errors import client_error
-
-        found = client_error(error)
+        found = None if debug else client_error(error)
         if found is None:
             raise
         print(f"{command}: {found.line}", file=sys.stderr)
         return found.status
 
 
-def _ctrl_c(given: list[str], command: str) -> contextlib.AbstractContextManager[None]:
-    """A client command's Ctrl-C rule (`deploy.base.interrupts`: a second Ctrl-C ends it at
-    once); `serve` keeps its own."""
-    if given[:1] == ["serve"]:
-        return contextlib.nullcontext()
-    from vllm_sagemaker.deploy.base import interrupts
-
-    return interrupts.handled(command)
-
-
 def _run(argv: list[str]) -> int:
-    if argv[:1] == ["serve"]:
-        return serve.main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command != "batch" and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from vllm_sagemaker.deploy.base import profile, region
+    from vllm_sagemaker.deploy.base.errors import refuse
 
     # AWS_REGION counts as AWS_DEFAULT_REGION for every client command (deploy's --region too).
     region.use_region(None, os.environ)
     # --profile, on every command that calls AWS: boto3 uses it from here on.
-    unknown = profile.use_profile(getattr(args, "profile", None), os.environ)
-    if unknown:
-        print(f"{args.command}: {unknown}", file=sys.stderr)
-        return 2
+    refuse(profile.use_profile(getattr(args, "profile", None), os.environ))
     if args.command == "batch":
         from vllm_sagemaker.deploy.batch import command as batch
 

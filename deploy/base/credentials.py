@@ -1,12 +1,8 @@
-"""Credentials AWS cannot be asked with, as one line: what is wrong, and what to run.
-
-No credentials, expired ones (keys, an SSO session, what a `credential_process` prints), keys AWS
-refuses, a process that fails, a profile the AWS config does not have: each is told with where
-boto3 took the credentials from (keys in the environment, or a profile, followed through a
-role's `source_profile`) and what renews them there: `aws sso login --profile NAME` for an SSO
-profile, `aws configure --profile NAME` for keys, the profile's own credential_process for one
-that has it, `aws configure` where there is nothing. `line` is the pure rule; `explain` reads
-the environment and the AWS config only for an error that is about credentials.
+"""Credentials AWS cannot be asked with or refuses, as one line: what is wrong (none, expired,
+not valid, denied, a provider that fails or a credential_process that cannot start, a profile
+the AWS config does not have), where boto3 took them from (the environment's keys, or a profile
+followed through a role's `source_profile`) and what renews them there. `line` is the pure rule;
+`explain` reads the environment and the AWS config for it.
 """
 
 import os
@@ -16,20 +12,25 @@ from dataclasses import dataclass, field
 import botocore.exceptions
 
 from vllm_sagemaker.deploy.base import profile
-from vllm_sagemaker.deploy.base.error_answers import error_code, one_line
+from vllm_sagemaker.deploy.base.error_answers import error_code, from_aws, message, one_line
 
-# AWS's codes for credentials it refuses: expired ones, and keys it does not know or that sign
-# wrong.
-EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired"})
-INVALID_CODES = frozenset(
-    {
-        "InvalidAccessKeyId",
-        "InvalidClientTokenId",
-        "InvalidToken",
-        "SignatureDoesNotMatch",
-        "UnrecognizedClientException",
-    }
+# What is wrong with the credentials, by AWS's code for them: expired, or not valid (keys it
+# does not know, a wrong signature).
+_CODE_KINDS = {
+    **dict.fromkeys(("ExpiredToken", "ExpiredTokenException", "RequestExpired"), "expired"),
+    **dict.fromkeys(("InvalidAccessKeyId", "InvalidClientTokenId", "InvalidToken"), "invalid"),
+    **dict.fromkeys(("SignatureDoesNotMatch", "UnrecognizedClientException"), "invalid"),
+}
+# ... by botocore's error.
+_ERROR_KINDS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], ...] = (
+    (botocore.exceptions.NoCredentialsError, "missing"),
+    (botocore.exceptions.PartialCredentialsError, "partial"),
+    ((botocore.exceptions.SSOError, botocore.exceptions.TokenRetrievalError), "sso"),
+    (botocore.exceptions.CredentialRetrievalError, "failed"),
+    (botocore.exceptions.ProfileNotFound, "profile"),
 )
+# The codes of a call their policy does not allow.
+DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 # botocore's error for a refresh (a credential_process, an assumed role) that brought expired
 # credentials: a RuntimeError, told by its text.
 _STILL_EXPIRED = "refreshed credentials are still expired"
@@ -53,36 +54,27 @@ class Source:
 
 def kind(error: BaseException) -> str | None:
     """What is wrong with the credentials behind `error`: missing, partial, expired, sso,
-    failed (their provider failed), invalid, profile (none such); None: not about credentials."""
-    if isinstance(error, botocore.exceptions.NoCredentialsError):
-        return "missing"
-    if isinstance(error, botocore.exceptions.PartialCredentialsError):
-        return "partial"
+    failed (their provider failed), invalid, profile (none such); None: not about
+    credentials (or access denied: `denied`)."""
     if isinstance(error, RuntimeError) and _STILL_EXPIRED in str(error):
         return "expired"
-    if isinstance(error, (botocore.exceptions.SSOError, botocore.exceptions.TokenRetrievalError)):
-        return "sso"
-    if isinstance(error, botocore.exceptions.CredentialRetrievalError):
-        return "failed"
-    if isinstance(error, botocore.exceptions.ProfileNotFound):
-        return "profile"
     if isinstance(error, botocore.exceptions.ClientError):
-        code = error_code(error.response)
-        if code in EXPIRED_CODES:
-            return "expired"
-        if code in INVALID_CODES:
-            return "invalid"
-    return None
+        return _CODE_KINDS.get(error_code(error.response))
+    return next((found for kind, found in _ERROR_KINDS if isinstance(error, kind)), None)
+
+
+def denied(error: BaseException) -> bool:
+    """Whether AWS denied the credentials the call (their policy does not allow it)."""
+    if not isinstance(error, botocore.exceptions.ClientError):
+        return False
+    code = error_code(error.response)
+    return code in DENIED_CODES or (code == "403" and from_aws(error.response))  # S3's HEAD
 
 
 def cannot_ask(error: BaseException) -> bool:
     """Whether `error` means AWS cannot be asked with these credentials (what a dry run may
     plan around); a profile that does not exist is a mistake to fix first."""
     return kind(error) not in (None, "profile")
-
-
-def _flag(name: str) -> str:
-    return "" if name == "default" else f" --profile {name}"
 
 
 def _holder(source: Source) -> tuple[str, Mapping[str, str]] | None:
@@ -99,6 +91,21 @@ def _holder(source: Source) -> tuple[str, Mapping[str, str]] | None:
     return name, source.profiles.get(name, {})
 
 
+# What renews a profile's credentials, by the first of its settings it has.
+_RENEW = (
+    ("sso_session", "run `aws sso login{flag}`"),
+    ("sso_start_url", "run `aws sso login{flag}`"),
+    (
+        "credential_process",
+        "renew what {owner} credential_process (`{value}`) prints (often a login to its tool)",
+    ),
+    ("credential_source", "renew the credentials of {owner} credential_source ({value})"),
+    ("web_identity_token_file", "renew the token in {value}"),
+    ("aws_access_key_id", "run `aws configure{flag}` with working keys"),
+    ("", "run `aws configure{flag}` (keys) or `aws configure sso{flag}`"),
+)
+
+
 def remedy(source: Source) -> str:
     """What to run so that `source` gives working credentials."""
     if source.env_keys:
@@ -113,23 +120,12 @@ def remedy(source: Source) -> str:
             "(for an SSO profile, `aws sso login --profile NAME` first)"
         )
     name, settings = held
-    owner = "its" if name == source.name else f"profile {name}'s"
-    if "sso_session" in settings or "sso_start_url" in settings:
-        return f"run `aws sso login{_flag(name)}`"
-    if "credential_process" in settings:
-        return (
-            f"renew what {owner} credential_process (`{settings['credential_process']}`) "
-            "prints (often a login to its tool)"
-        )
-    if "credential_source" in settings:
-        return (
-            f"renew the credentials of {owner} credential_source ({settings['credential_source']})"
-        )
-    if "web_identity_token_file" in settings:
-        return f"renew the token in {settings['web_identity_token_file']}"
-    if "aws_access_key_id" in settings:
-        return f"run `aws configure{_flag(name)}` with working keys"
-    return f"run `aws configure{_flag(name)}` (keys) or `aws configure sso{_flag(name)}`"
+    key, text = next((key, text) for key, text in _RENEW if key in settings or not key)
+    return text.format(
+        flag="" if name == "default" else f" --profile {name}",
+        owner="its" if name == source.name else f"profile {name}'s",
+        value=settings.get(key),
+    )
 
 
 def _whose(source: Source) -> str:
@@ -140,26 +136,52 @@ def _whose(source: Source) -> str:
     return "the AWS credentials"
 
 
+# The line for each kind of problem, with what renews the credentials (`fix`).
+_LINES = {
+    "missing": "no AWS credentials found{place}: {fix}",
+    "partial": "incomplete AWS credentials ({told}): {fix}",
+    "sso": "the SSO session of profile {source.name} has expired or was never started: {fix}",
+    "failed": "cannot get AWS credentials ({told}): {fix}",
+    "expired": "{whose} have expired{code}: {fix}",
+    "invalid": "{whose} are not valid{code}: {fix}",
+    "denied": "AWS refused {operation}: access denied to {whose} ({told}): their policy must "
+    "allow it",
+}
+
+
 def line(error: BaseException, source: Source) -> str | None:
     """The line for a credentials problem `error`, its credentials taken from `source`; None
     for any other error (and for a profile that does not exist, which `explain` tells)."""
-    what = kind(error)
-    if what in (None, "profile"):
+    if isinstance(error, OSError):
+        return _process_line(error, source)
+    what = "denied" if denied(error) else kind(error)
+    if what not in _LINES:
         return None
-    fix = remedy(source)
-    if what == "missing":
-        place = f" in profile {source.name}" if source.name in source.profiles else ""
-        return f"no AWS credentials found{place}: {fix}"
-    if what == "partial":
-        return f"incomplete AWS credentials ({error}): {fix}"
-    if what == "sso":
-        return f"the SSO session of profile {source.name} has expired or was never started: {fix}"
-    if what == "failed":
-        return f"cannot get AWS credentials ({one_line(str(error))}): {fix}"
-    problem = "have expired" if what == "expired" else "are not valid"
+    code, said = "", None
     if isinstance(error, botocore.exceptions.ClientError):  # AWS's answer: its code says which
-        problem = f"{problem} ({error_code(error.response)})"
-    return f"{_whose(source)} {problem}: {fix}"
+        code = error_code(error.response)
+        said = message(str(error.response.get("Error", {}).get("Message", "")))
+    return _LINES[what].format(
+        place=f" in profile {source.name}" if source.name in source.profiles else "",
+        source=source,
+        fix=remedy(source),
+        told=said or code or one_line(str(error)),
+        whose=_whose(source),
+        code=f" ({code})" if code else "",
+        operation=getattr(error, "operation_name", ""),
+    )
+
+
+def _process_line(error: OSError, source: Source) -> str | None:
+    """The line for a `credential_process` that cannot start (not found, not executable)."""
+    held = None if source.env_keys else _holder(source)
+    name, settings = held or (source.name, {})
+    command = settings.get("credential_process", "")
+    if command.split()[:1] != [error.filename]:
+        return None
+    found = isinstance(error, FileNotFoundError)
+    problem = "was not found" if found else f"cannot run ({error.strerror})"
+    return f"the credential_process command of profile {name} {problem}: `{command}`"
 
 
 def source(env: Mapping[str, str] = os.environ) -> Source:
@@ -179,7 +201,8 @@ def source(env: Mapping[str, str] = os.environ) -> Source:
 
 def explain(error: BaseException) -> str | None:
     """The line for `error` when it is about credentials (or a profile); None otherwise."""
-    if kind(error) is None:
+    process = isinstance(error, OSError) and error.filename  # a credential_process's, maybe
+    if kind(error) is None and not denied(error) and not process:
         return None
     if isinstance(error, botocore.exceptions.ProfileNotFound):
         name = str(error.kwargs.get("profile", ""))

@@ -1,24 +1,27 @@
-"""What an error answer says, on one line: its message, else its status.
-
-An answer from AWS, a container or whatever stands between (a proxy's or a captive portal's
-HTML page) reaches a user as one line: the message of a JSON or XML error (OpenAI's
-`error.message`, AWS's `message` or `<Message>`, FastAPI's `detail`), or a short plain text,
-with its spaces and newlines collapsed; never the page itself.
+"""What an error answer says, on one line: an HTTP server's (a container's: its message, else its
+status) and AWS's (what it refused, what does not exist), and an answer that is not AWS's at all
+(a proxy's or moto's HTML page: its status, never the page). `aws_line` is the one translation of
+boto3's and AWS's errors but credentials' (`deploy.base.credentials`).
 """
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from vllm_sagemaker.deploy.base.region import REGION_HELP
 from vllm_sagemaker.handler.core.errors import status_phrase
+
+if TYPE_CHECKING:  # no boto3 loads here: `deploy invoke`'s parser takes `answered`
+    import botocore.exceptions
 
 # The longest message quoted; the rest is cut with an ellipsis.
 MAX_CHARS = 300
-# The keys a JSON error names its message with, first found first.
+# The keys a JSON error names its message with (OpenAI's, AWS's, FastAPI's), first found first.
 _MESSAGE_KEYS = ("message", "Message", "errorMessage", "detail", "error")
 _XML_MESSAGE = re.compile(r"<Message>(.*?)</Message>", re.DOTALL)
 _XML_CODE = re.compile(r"<Code>\s*([A-Za-z0-9.]+)\s*</Code>")
+_NOT_AWS = "not AWS's answer: check AWS_ENDPOINT_URL and any proxy on the way (HTTPS_PROXY)"
 
 
 def one_line(text: str) -> str:
@@ -28,8 +31,8 @@ def one_line(text: str) -> str:
 
 
 def message(body: str | bytes) -> str | None:
-    """The message of an error answer's body; None when it holds none (empty, an HTML page,
-    JSON without a message)."""
+    """The message of an error answer's body (JSON, XML or short plain text); None when it
+    holds none (empty, an HTML page, JSON without a message)."""
     text = (body.decode(errors="replace") if isinstance(body, bytes) else body).strip()
     if not text:
         return None
@@ -48,11 +51,7 @@ def _json_message(parsed: Any) -> str | None:
         return one_line(parsed)
     if not isinstance(parsed, dict):
         return None
-    for key in _MESSAGE_KEYS:
-        found = _json_message(parsed.get(key))
-        if found:
-            return found
-    return None
+    return next(filter(None, map(_json_message, map(parsed.get, _MESSAGE_KEYS))), None)
 
 
 def said(body: str | bytes, status: int) -> str:
@@ -62,11 +61,85 @@ def said(body: str | bytes, status: int) -> str:
 
 def error_code(response: Mapping[str, Any]) -> str:
     """The code of a botocore error answer (`ClientError.response`): its `Code`, or, where that
-    is a bare HTTP status because the body was not in the service's format (an XML error to a
-    JSON API), the `<Code>` the body names."""
+    is a bare HTTP status (an XML error to a JSON API), the `<Code>` its body names."""
     detail = response.get("Error", {})
     code = str(detail.get("Code", ""))
-    if code.isdigit():
-        found = _XML_CODE.search(str(detail.get("Message", "")))
-        return found[1] if found else code
-    return code
+    found = _XML_CODE.search(str(detail.get("Message", ""))) if code.isdigit() else None
+    return found[1] if found else code
+
+
+def _aws_headers(names: Iterable[str]) -> bool:
+    """Whether an answer has AWS's `x-amz` headers, which no proxy's or moto's error page has."""
+    return any(name.lower().startswith("x-amz") for name in names)
+
+
+def from_aws(response: Mapping[str, Any]) -> bool:
+    """Whether a botocore error answer is AWS's: it names a code, or (S3's HEAD, which has no
+    body) it has AWS's headers."""
+    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return not error_code(response).isdigit() or _aws_headers(headers)
+
+
+def not_aws(status: int) -> str:
+    """What an answer that is not AWS's (a proxy's or moto's page) is told by: its status."""
+    return f"was answered HTTP {status} {status_phrase(status)}, {_NOT_AWS}"
+
+
+def answered(status: int, body: bytes, headers: Iterable[str]) -> str:
+    """An HTTP error answer that came through AWS: its message, else its status; a page with
+    no AWS header is not AWS's answer."""
+    told = message(body)
+    if told is None and not _aws_headers(headers):
+        return not_aws(status)
+    return f"answered {status}: {told or status_phrase(status)}"
+
+
+def missing(error: "botocore.exceptions.ClientError") -> bool:
+    """Whether an error answer means the resource does not exist: S3's HEAD says a bare 404,
+    SageMaker a ValidationException "Could not find ...", the others name the case."""
+    detail = error.response.get("Error", {})
+    code = str(detail.get("Code", ""))
+    named = code.endswith(("NotFound", "NotFoundException")) or code in ("404", "NoSuchKey")
+    return named or "Could not find" in detail.get("Message", "")
+
+
+def aws_answer(error: "botocore.exceptions.ClientError") -> str:
+    """An error answer to a boto3 call: what AWS refused and why, what does not exist in S3, or
+    that the answer is not AWS's."""
+    code = error_code(error.response)
+    operation = error.operation_name
+    if not from_aws(error.response):
+        return f"{operation} {not_aws(int(code))}"
+    if code == "NoSuchBucket":
+        return f"bucket {error.response['Error'].get('BucketName', '')} does not exist"
+    if code in ("NoSuchKey", "404"):
+        return "the object does not exist"
+    told = message(str(error.response.get("Error", {}).get("Message", "")))
+    return f"AWS refused {operation}: {code}" + (f": {told}" if told else "")
+
+
+def aws_line(error: BaseException) -> str | None:
+    """The line for an error of boto3 or AWS but credentials'; None for any other error."""
+    import boto3.exceptions
+    import botocore.exceptions
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(error, botocore.exceptions.NoRegionError):
+        return f"no AWS region: {REGION_HELP}"
+    if isinstance(
+        error,
+        (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError),
+    ):
+        return f"{error}: check the network, the region and AWS_ENDPOINT_URL"
+    if isinstance(error, botocore.exceptions.ClientError):
+        return aws_answer(error)
+    if isinstance(error, ResponseParserError):
+        return f"an answer that does not parse, {_NOT_AWS}"
+    if isinstance(error, (botocore.exceptions.BotoCoreError, boto3.exceptions.Boto3Error)):
+        return one_line(str(error))
+    return None
+
+
+def no_endpoint(name: str, region: str | None) -> str:
+    """The line for an endpoint that does not exist, as every command says it."""
+    return f"endpoint {name} does not exist in {region or 'the region'}"

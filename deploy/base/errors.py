@@ -2,20 +2,16 @@
 that says what failed, the value, and what to do, and the exit status the command ends with.
 
 It is raised where the failure is known and printed in one place, the top (`container.cli`), as
-`COMMAND: LINE`. An error of a library (an OS error, an HTTP transport error, boto3's and AWS's,
-credentials') is made a `ClientError` by `client_error`, which hands each kind to the one
-function that translates it (AWS: `deploy.base.aws_lines`; credentials:
-`deploy.base.credentials`). Anything else is a bug and keeps its traceback. `--debug` (or
-VLLM_SAGEMAKER_DEBUG=1) shows the traceback of any error.
+`COMMAND: LINE`. `client_error` makes an error of a library a `ClientError`, each kind by its one
+translation: credentials' (`deploy.base.credentials`), boto3's and AWS's
+(`deploy.base.error_answers`), a process's, the OS's and httpx's (here). Anything else is a bug
+and keeps its traceback, as any error does under `--debug` (or VLLM_SAGEMAKER_DEBUG=1).
 """
 
 import shlex
 import signal
 import subprocess
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import httpx
+from pathlib import Path
 
 # Exit statuses: the run failed (1); an option or input was refused before anything ran (2).
 FAILED = 1
@@ -47,25 +43,18 @@ def refuse(problem: str | None) -> None:
         raise Refused(problem)
 
 
-def _path_error(error: OSError) -> str:
-    path = error.filename if error.filename is not None else "the path"
-    if isinstance(error, IsADirectoryError):
-        return f"{path} is a directory: give a file's path"
-    if isinstance(error, NotADirectoryError):
-        return f"{path}: a part of the path is not a directory"
-    if isinstance(error, FileNotFoundError):
-        return f"{path} does not exist (nor, for an output, the directory it would go in)"
-    if isinstance(error, PermissionError):
-        return f"{path}: permission denied"
-    return f"{path}: {error.strerror or error}"
-
-
 def client_error(error: BaseException) -> ClientError | None:
     """`error` as the ClientError a user reads; None for a bug."""
     if isinstance(error, ClientError):
         return error
-    line = _library_line(error)
-    return None if line is None else ClientError(line)
+    # Imported here: the options' checks raise `Refused` with no boto3 or httpx loaded.
+    from vllm_sagemaker.deploy.base import credentials, error_answers
+
+    for translate in (credentials.explain, error_answers.aws_line, os_line, _http_line):
+        line = translate(error)
+        if line is not None:
+            return ClientError(line)
+    return None
 
 
 def explain(error: BaseException) -> str | None:
@@ -74,41 +63,41 @@ def explain(error: BaseException) -> str | None:
     return None if found is None else found.line
 
 
-def _library_line(error: BaseException) -> str | None:
-    # Imported here: the options' checks raise `Refused` with no boto3 or httpx loaded.
-    import httpx
-
-    from vllm_sagemaker.deploy.base import storage
-    from vllm_sagemaker.deploy.base.aws_lines import aws_line
-
-    if isinstance(error, storage.Unreachable):
-        return str(error)
+def os_line(error: BaseException) -> str | None:
+    """The line for an OS error (a path, a process that failed); None for any other error."""
     if isinstance(error, subprocess.CalledProcessError):
         command = error.cmd if isinstance(error.cmd, str) else shlex.join(map(str, error.cmd))
-        if error.returncode < 0:
-            return f"{command} was stopped by {_signal_name(-error.returncode)}"
-        return f"{command} failed with exit status {error.returncode}"
-    if isinstance(error, OSError):
-        return _path_error(error)
-    told = aws_line(error)
-    if told is not None:
-        return told
+        if error.returncode >= 0:
+            return f"{command} failed with exit status {error.returncode}"
+        try:
+            stopped = signal.Signals(-error.returncode).name
+        except ValueError:
+            stopped = f"signal {-error.returncode}"
+        return f"{command} was stopped by {stopped}"
+    if not isinstance(error, OSError):
+        return None
+    path = error.filename
+    if path is None:  # a line of its own (`storage.Unreachable`)
+        return error.strerror or str(error)
+    if isinstance(error, IsADirectoryError):
+        return f"{path} is a directory: give a file's path"
+    if isinstance(error, NotADirectoryError):
+        return f"{path}: a part of the path is not a directory"
+    if isinstance(error, FileNotFoundError):
+        parent = Path(path).parent
+        return f"{path} does not exist" + ("" if parent.is_dir() else f" (nor does {parent})")
+    return f"{path}: {(error.strerror or str(error)).lower()}"
+
+
+def _http_line(error: BaseException) -> str | None:
+    import httpx
+
     if isinstance(error, httpx.InvalidURL):
         return f"not a URL: {error}"
-    if isinstance(error, httpx.TransportError):
-        return f"cannot reach {_url(error)}: {error or type(error).__name__}"
-    return None
-
-
-def _signal_name(number: int) -> str:
+    if not isinstance(error, httpx.TransportError):
+        return None
     try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _url(error: "httpx.TransportError") -> str:
-    try:
-        return str(error.request.url)
+        url = str(error.request.url)
     except RuntimeError:  # raised before a request was made
-        return "the server"
+        url = "the server"
+    return f"cannot reach {url}: {error or type(error).__name__}"

@@ -1,14 +1,8 @@
-"""Which AWS profile a client command works with: `--profile`, else AWS_PROFILE, else boto3's
-usual chain (keys in the environment, the `default` profile, a role the machine has).
-
-`--profile` means what the AWS CLI's does: that profile's credentials and region, even where
-AWS_ACCESS_KEY_ID is set. It is applied here, once, before the command runs: to boto3's default
-session, which every client the command makes comes from, and to AWS_PROFILE, which sessions
-made later and the processes the command starts read. A profile the AWS config does not have is
-one line naming it, from `--profile` (refused before anything runs) as from AWS_PROFILE.
-
-This module loads no boto3 unless a profile is given: `vllm-sagemaker --help` builds every
-parser with it.
+"""Which AWS profile a client command works with: `--profile` (as the AWS CLI's: that profile's
+credentials and region, even where AWS_ACCESS_KEY_ID is set), else AWS_PROFILE, else boto3's
+usual chain. Applied once, before the command runs, to boto3's default session and to
+AWS_PROFILE (for sessions made later and processes started). No boto3 loads here unless a
+profile is given: `vllm-sagemaker --help` builds every parser with this module.
 """
 
 import argparse

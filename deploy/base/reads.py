@@ -1,10 +1,7 @@
-"""What a `deploy` command reads from AWS to decide its plan, in the real run and the dry run.
-
-A plan is made from reads (Describe, List, Head, Get) and only then carried out, so a dry run,
-which reads the same things, prints the writes the real run makes. Reading tells "not there"
-(None) from "could not ask": without credentials, a region or a network, a real run stops with
-one line, and a dry run either stops with that line (when no plan can be made without the
-answer) or goes on with a stated assumption, printed beside the plan.
+"""What a `deploy` command reads from AWS to decide its plan, alike in the real run and the dry
+run, which so prints the writes the real run makes. A read tells "not there" (None) from "could
+not ask" (no credentials, region or network): then a real run stops with one line, and a dry
+run stops too or, where it can, plans on with an assumption printed beside the plan.
 """
 
 from collections.abc import Callable
@@ -15,8 +12,8 @@ import botocore.exceptions
 from botocore import xform_name
 
 from vllm_sagemaker.deploy.base import credentials, storage
-from vllm_sagemaker.deploy.base.aws_errors import missing
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.error_answers import missing
 from vllm_sagemaker.deploy.base.errors import ClientError, explain
 from vllm_sagemaker.handler.core import s3_uri
 
@@ -88,9 +85,7 @@ class Reads:
         try:
             return read()
         except Exception as error:
-            if not unreachable(error):
-                raise
-            raise ClientError(f"cannot read {what}: {_told(error)}") from None
+            raise ClientError(f"cannot read {what}: {_cannot_ask(error)}") from None
 
     def guarded(self, read: Callable[[], T], what: str, assumption: str, instead: T) -> T:
         """`read()`, or for a dry run that cannot ask AWS, `instead` (the `assumption` made is
@@ -100,9 +95,7 @@ class Reads:
         try:
             return read()
         except Exception as error:
-            if not unreachable(error):
-                raise
-            self.assumed.append(f"cannot read {what} ({_told(error)}), so {assumption}")
+            self.assumed.append(f"cannot read {what} ({_cannot_ask(error)}), so {assumption}")
             return instead
 
 
@@ -112,6 +105,8 @@ def unreachable(error: Exception) -> bool:
     return isinstance(error, UNREACHABLE) or credentials.cannot_ask(error)
 
 
-def _told(error: Exception) -> str:
-    """What went wrong, as the client's error path tells it."""
+def _cannot_ask(error: Exception) -> str:
+    """Why AWS could not be asked; `error` raised again when it means something else."""
+    if not unreachable(error):
+        raise error
     return explain(error) or str(error)

@@ -1,9 +1,6 @@
 """Which AWS region `deploy` works in: `--region`, else AWS_REGION, else AWS_DEFAULT_REGION, else
-the AWS profile's. boto3 reads only AWS_DEFAULT_REGION of the two variables (AWS_REGION is what
-the AWS SDKs for other languages and AWS's own runtimes set), so the choice is made here, once,
-and handed to boto3 in the one variable it reads: every client the command makes afterwards,
-wherever it is made, works in that region. With none of them, boto3 uses the profile's region,
-and without one its NoRegionError becomes the line of `deploy.base.errors`.
+the AWS profile's. boto3 reads only AWS_DEFAULT_REGION, so the choice is made here, once, and
+handed to boto3 in that variable: every client the command makes works in that region.
 """
 
 from collections.abc import Mapping, MutableMapping

@@ -9,26 +9,29 @@ import json
 import sys
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any
+from pathlib import Path
 
 import httpx
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put
-from vllm_sagemaker.deploy.base.error_answers import message
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.error_answers import answered, no_endpoint
+from vllm_sagemaker.deploy.base.errors import ClientError, Refused, os_line, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.deploy.kit.checks import json_problem
-from vllm_sagemaker.handler.core.errors import status_phrase
 
 
-def _body(text: str) -> bytes:
-    if text.startswith("@"):
-        with open(text[1:], "rb") as file:
-            return file.read()
-    return text.encode()
+def _body(given: str) -> bytes:
+    """--body: the JSON given, or (`@FILE`) the file's."""
+    if not given.startswith("@"):
+        return given.encode()
+    try:
+        return Path(given[1:]).read_bytes()
+    except OSError as error:
+        raise Refused(f"cannot read the --body file: {os_line(error)}") from error
 
 
 def async_output(reads: Reads, name: str) -> str:
@@ -40,7 +43,7 @@ def async_output(reads: Reads, name: str) -> str:
     if endpoint is None and reads.assumed:
         return "s3://<S3OutputPath>"
     if endpoint is None:
-        raise ClientError(f"there is no endpoint named {name}")
+        raise ClientError(no_endpoint(name, run_region()))
     config_name = endpoint["EndpointConfigName"]
     describe = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
     config = reads.describe(describe) or {}
@@ -50,7 +53,7 @@ def async_output(reads: Reads, name: str) -> str:
     return str(output)
 
 
-def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
+def invoke_async(name: str, body: bytes, dry_run: bool) -> None:
     """Upload the body beside the endpoint's async outputs, invoke, print where the answer
     will appear."""
     reads = Reads(dry_run)
@@ -60,10 +63,9 @@ def invoke_async(name: str, body: bytes, dry_run: bool) -> int:
     answers = execute(calls, dry_run, reads.assumed)
     if answers:
         print(answers[-1]["OutputLocation"])
-    return 0
 
 
-def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
+def invoke_openai(args: argparse.Namespace, body: bytes) -> None:
     """POST the body to the endpoint's OpenAI-compatible chat route with a bearer token; print
     the answer, or (`--stream`, which asks for a stream) its text as it arrives."""
     url = token.openai_base(args.name) + "/chat/completions"
@@ -71,7 +73,7 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
         body = json.dumps({**json.loads(body), "stream": True}).encode()
     if args.dry_run:
         print(json.dumps([{"method": "POST", "url": url, "body": json.loads(body)}], indent=2))
-        return 0
+        return
     headers = {
         "Authorization": f"Bearer {token.bearer(token.MAX_S)}",
         "Content-Type": "application/json",
@@ -79,47 +81,46 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> int:
     timeout = httpx.Timeout(600, connect=10)
     with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
         if reply.status_code != 200:
-            reply.read()
-            status = reply.status_code
-            told = message(reply.content) or status_phrase(status)
-            raise ClientError(f"{url} answered {status}: {told}")
-        if not args.stream:
+            raise ClientError(f"{url} {answered(reply.status_code, reply.read(), reply.headers)}")
+        if args.stream:
+            _print_stream(stream_text(reply.iter_bytes()))
+        else:
             sys.stdout.buffer.write(reply.read() + b"\n")
-            return 0
-        for text in stream_text(reply.iter_bytes()):
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    sys.stdout.write("\n")
-    return 0
+
+
+def invoke(args: argparse.Namespace, body: bytes) -> None:
+    """InvokeEndpoint (or, with `--stream`, its streaming form); print the answer."""
+    params = {"EndpointName": args.name, "ContentType": "application/json", "Body": body}
+    operation = "InvokeEndpointWithResponseStream" if args.stream else "InvokeEndpoint"
+    answers = execute([Call("sagemaker-runtime", operation, params)], args.dry_run)
+    if not answers:
+        return
+    if args.stream:
+        events = answers[0]["Body"]
+        _print_stream(
+            stream_text(event.get("PayloadPart", {}).get("Bytes", b"") for event in events)
+        )
+    else:
+        sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
 
 
 def main(args: argparse.Namespace) -> int:
     body = _body(args.body)
-    problem = json_problem("--body", body)
-    if problem:
-        raise Refused(problem)
+    refuse(json_problem("--body", body))
     if args.use_async:
-        return invoke_async(args.name, body, args.dry_run)
-    if args.openai:
-        return invoke_openai(args, body)
-    params: dict[str, Any] = {
-        "EndpointName": args.name,
-        "ContentType": "application/json",
-        "Body": body,
-    }
-    operation = "InvokeEndpointWithResponseStream" if args.stream else "InvokeEndpoint"
-    answers = execute([Call("sagemaker-runtime", operation, params)], args.dry_run)
-    if not answers:
-        return 0
-    if not args.stream:
-        sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
-        return 0
-    payloads = (event.get("PayloadPart", {}).get("Bytes", b"") for event in answers[0]["Body"])
-    for text in stream_text(payloads):
+        invoke_async(args.name, body, args.dry_run)
+    elif args.openai:
+        invoke_openai(args, body)
+    else:
+        invoke(args, body)
+    return 0
+
+
+def _print_stream(texts: Iterable[str]) -> None:
+    for text in texts:
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.stdout.write("\n")
-    return 0
 
 
 def stream_text(received: Iterable[bytes]) -> Iterator[str]:

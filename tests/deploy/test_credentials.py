@@ -268,23 +268,39 @@ def test_batch_and_token_say_a_missing_endpoint_alike(aws: dict[str, str], tmp_p
 
 
 @pytest.fixture(scope="module")
-def strict_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A moto server that checks credentials, as AWS does: every key is one it does not know."""
+def strict_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A moto server that checks credentials, as AWS does: every key is one it does not know
+    but those of user `nobody`, whom no policy allows anything; its URL and nobody's keys."""
     with contextlib.ExitStack() as stack:
         with pytest.MonkeyPatch.context() as patch:  # moto reads it as it starts
-            patch.setenv("INITIAL_NO_AUTH_ACTION_COUNT", "0")
+            patch.setenv("INITIAL_NO_AUTH_ACTION_COUNT", "2")  # the two calls that make nobody
             log = tmp_path_factory.mktemp("strict-moto") / "moto.log"
             url = stack.enter_context(aws_mock.moto_server(log))
-        yield url
+        iam = boto3.client(
+            "iam",
+            endpoint_url=url,
+            region_name=REGION,
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+        iam.create_user(UserName="nobody")
+        key = iam.create_access_key(UserName="nobody")["AccessKey"]
+        yield (
+            url,
+            {
+                "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            },
+        )
 
 
 def test_keys_aws_refuses_are_one_line_naming_what_to_run(
-    strict_aws: str, tmp_path: Path, config: tuple[Path, str]
+    strict_aws: tuple[str, dict[str, str]], tmp_path: Path, config: tuple[Path, str]
 ) -> None:
     """Keys in the environment, or a profile's, that AWS does not know (InvalidClientTokenId,
     S3's InvalidAccessKeyId): the line names them and what to change; a dry run plans on."""
     path, _ = config
-    env = {**user_env(tmp_path, path), "AWS_ENDPOINT_URL": strict_aws}
+    env = {**user_env(tmp_path, path), "AWS_ENDPOINT_URL": strict_aws[0]}
     keys = {"AWS_ACCESS_KEY_ID": "AKIAREFUSEDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x"}
     in_env = (
         "the AWS credentials in AWS_ACCESS_KEY_ID are not valid ({code}): set working "
@@ -311,6 +327,45 @@ def test_keys_aws_refuses_are_one_line_naming_what_to_run(
     planned = run({**env, **keys}, "deploy", "endpoint", *endpoint)
     assert planned.returncode == 0, planned.stderr
     assert "so the plan assumes endpoint llm does not exist" in planned.stderr
+
+
+def test_access_denied_names_the_credentials_in_use(
+    strict_aws: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    """Keys AWS knows but no policy allows: the line names where they came from, the
+    environment's keys or the profile's."""
+    url, keys = strict_aws
+    config = tmp_path / "aws-config"
+    config.write_text(
+        f"[profile nobody]\naws_access_key_id = {keys['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {keys['AWS_SECRET_ACCESS_KEY']}\n"
+    )
+    env = {**user_env(tmp_path, config), "AWS_ENDPOINT_URL": url}
+    why = (
+        "(User: arn:aws:iam::123456789012:user/nobody is not authorized to perform: "
+        "sagemaker:DescribeEndpoint): their policy must allow it"
+    )
+    for extra, args, whose in (
+        (keys, [], "in AWS_ACCESS_KEY_ID"),
+        ({}, ["--profile", "nobody"], "of profile nobody"),
+    ):
+        done = run({**env, **extra}, "deploy", "delete", "--name", "llm", *args)
+        assert done.returncode == 1
+        assert told(done) == (
+            f"deploy: AWS refused DescribeEndpoint: access denied to the AWS credentials {whose} "
+            + why
+        )
+
+
+def test_a_credential_process_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    command = f"{tmp_path}/no-such-tool --account 1"
+    config = tmp_path / "aws-config"
+    config.write_text(f"[profile tool]\ncredential_process = {command}\n")
+    done = run(user_env(tmp_path, config), "deploy", "delete", "--name", "llm", "--profile", "tool")
+    assert done.returncode == 1
+    assert told(done) == (
+        f"deploy: the credential_process command of profile tool was not found: `{command}`"
+    )
 
 
 # A proxy's error page, seven lines of HTML (printed whole before).
@@ -347,23 +402,25 @@ def proxy(status: int) -> type[http.server.BaseHTTPRequestHandler]:
 
 
 def test_a_page_in_place_of_an_answer_is_one_line(tmp_path: Path) -> None:
-    """An HTML page where AWS or a container should answer: its status, never the page."""
+    """An HTML page where AWS or a container should answer: its status, never the page; and
+    never "AWS refused" for a page that is not AWS's."""
     keys = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x"}
+    not_aws = "not AWS's answer: check AWS_ENDPOINT_URL and any proxy on the way (HTTPS_PROXY)"
+    for status, phrase in ((403, "Forbidden"), (501, "Not Implemented"), (502, "Bad Gateway")):
+        with local_http.serving(proxy(status)) as url:
+            env = {**user_env(tmp_path, None, **keys), "AWS_ENDPOINT_URL": url}
+            deleted = run(env, "deploy", "delete", "--name", "llm")
+            assert deleted.returncode == 1
+            answered = f"was answered HTTP {status} {phrase}, {not_aws}"
+            assert told(deleted) == f"deploy: DescribeEndpoint {answered}"
+            invoked = run(
+                env, "deploy", "invoke", "--name", "llm", "--openai", "--body", '{"messages": []}'
+            )
+            assert invoked.returncode == 1
+            route = f"{url}/endpoints/llm/openai/v1/chat/completions"
+            assert told(invoked) == f"deploy: {route} {answered}"
     with local_http.serving(proxy(403)) as forbidden, local_http.serving(proxy(502)) as bad:
         env = {**user_env(tmp_path, None, **keys), "AWS_ENDPOINT_URL": forbidden}
-        deleted = run(env, "deploy", "delete", "--name", "llm")
-        assert deleted.returncode == 1
-        assert told(deleted) == (
-            "deploy: DescribeEndpoint was answered HTTP 403 Forbidden, not AWS's answer: check "
-            "AWS_ENDPOINT_URL and any proxy on the way (HTTPS_PROXY)"
-        )
-        invoked = run(
-            {**env, "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": forbidden},
-            *["deploy", "invoke", "--name", "llm", "--openai", "--body", '{"messages": []}'],
-        )
-        assert invoked.returncode == 1
-        url = f"{forbidden}/endpoints/llm/openai/v1/chat/completions"
-        assert told(invoked) == f"deploy: {url} answered 403: Forbidden"
         (tmp_path / "in.jsonl").write_bytes(jsonl([completion("a")]))
         files = cli.options(input_file=str(tmp_path / "in.jsonl"), max_retries="0")
         out = tmp_path / "out.jsonl"

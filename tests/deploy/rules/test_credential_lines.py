@@ -11,8 +11,8 @@ import pytest
 from botocore.parsers import ResponseParserError
 
 from vllm_sagemaker.deploy.base import credentials, error_answers
-from vllm_sagemaker.deploy.base.aws_lines import aws_line
 from vllm_sagemaker.deploy.base.credentials import Source
+from vllm_sagemaker.deploy.base.error_answers import aws_line
 from vllm_sagemaker.deploy.base.profile import unknown_profile
 
 PROFILES: dict[str, dict[str, str]] = {
@@ -21,6 +21,7 @@ PROFILES: dict[str, dict[str, str]] = {
     "sso": {"sso_session": "corp", "sso_account_id": "1", "sso_role_name": "Admin"},
     "legacy-sso": {"sso_start_url": "https://corp.awsapps.com/start"},
     "process": {"credential_process": "aws-vault export --format=json work"},
+    "script": {"credential_process": "./creds.sh --account 1"},
     "role": {"role_arn": "arn:aws:iam::1:role/r", "source_profile": "sso"},
     "machine": {"role_arn": "arn:aws:iam::1:role/r", "credential_source": "Ec2InstanceMetadata"},
     "loop": {"role_arn": "arn:aws:iam::1:role/r", "source_profile": "loop"},
@@ -31,8 +32,11 @@ PAGE = (
 )
 
 
-def refused(code: str, status: int = 400, message: str = "refused") -> Exception:
-    """The ClientError botocore raises for AWS's error answer (through its stubber)."""
+def refused(
+    code: str, status: int = 400, message: str = "refused", headers: dict[str, str] | None = None
+) -> Exception:
+    """The ClientError botocore raises for an error answer (through its stubber), with the
+    answer's headers (AWS's carry `x-amz-request-id`)."""
     client = botocore.session.get_session().create_client(
         "sagemaker", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
     )
@@ -42,6 +46,7 @@ def refused(code: str, status: int = 400, message: str = "refused") -> Exception
             service_error_code=code,
             service_message=message,
             http_status_code=status,
+            response_meta={"HTTPHeaders": headers or {}},
         )
         with pytest.raises(botocore.exceptions.ClientError) as raised:
             client.describe_endpoint(EndpointName="llm")
@@ -150,6 +155,35 @@ def test_a_role_that_is_its_own_source_ends() -> None:
             "login required run: vault login): renew what its credential_process "
             "(`aws-vault export --format=json work`) prints (often a login to its tool)",
         ),
+        (
+            refused("AccessDeniedException", 400, "User: arn:aws:iam::1:user/u is not authorized"),
+            Source("default", PROFILES, env_keys=True),
+            "AWS refused DescribeEndpoint: access denied to the AWS credentials in "
+            "AWS_ACCESS_KEY_ID (User: arn:aws:iam::1:user/u is not authorized): their policy must "
+            "allow it",
+        ),
+        (
+            # S3's HEAD: a bare 403, AWS's for its headers
+            refused("403", 403, "", {"x-amz-request-id": "1"}),
+            Source("keys", PROFILES),
+            "AWS refused DescribeEndpoint: access denied to the AWS credentials of profile keys "
+            "(403): their policy must allow it",
+        ),
+        (refused("403", 403, "Forbidden"), Source("keys", PROFILES), None),  # a proxy's 403
+        (
+            FileNotFoundError(2, "No such file or directory", "./creds.sh"),
+            Source("script", PROFILES),
+            "the credential_process command of profile script was not found: "
+            "`./creds.sh --account 1`",
+        ),
+        (
+            PermissionError(13, "Permission denied", "./creds.sh"),
+            Source("script", PROFILES),
+            "the credential_process command of profile script cannot run (Permission denied): "
+            "`./creds.sh --account 1`",
+        ),
+        (FileNotFoundError(2, "No such file", "./creds.sh"), Source("keys", PROFILES), None),
+        (FileNotFoundError(2, "No such file", "in.jsonl"), Source("script", PROFILES), None),
         (RuntimeError("a bug"), Source(), None),
         (refused("ValidationException"), Source(), None),
         (botocore.exceptions.ProfileNotFound(profile="x"), Source(), None),  # `explain`'s
@@ -167,6 +201,7 @@ def test_what_a_dry_run_may_plan_around() -> None:
     assert credentials.cannot_ask(refused("InvalidClientTokenId"))
     assert not credentials.cannot_ask(botocore.exceptions.ProfileNotFound(profile="x"))
     assert not credentials.cannot_ask(refused("AccessDeniedException"))
+    assert not credentials.cannot_ask(FileNotFoundError(2, "No such file", "./creds.sh"))
     assert not credentials.cannot_ask(RuntimeError("a bug"))
 
 
