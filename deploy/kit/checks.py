@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from vllm_sagemaker.deploy.base.errors import refuse
+from vllm_sagemaker.deploy.base.ordered import payload_problem
 from vllm_sagemaker.deploy.base.storage import bucket_problem
 from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.deploy.kit.image_checks import (
@@ -48,9 +49,6 @@ from vllm_sagemaker.handler.core.environment import environment_problems, vllm_n
 from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX
 
 NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a letter or digit"
-# CreateTransformJob: MaxPayloadInMB from 0 (no limit: chunked encoding) to 100, and with
-# MaxConcurrentTransforms, their product at most 100 MB as well.
-MAX_PAYLOAD_MB = 100
 # CreateModel's ExecutionRoleArn (its pattern and length).
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
 _ROLE_LENGTH = (20, 2048)
@@ -144,16 +142,6 @@ def copied_prefix_problem(what: str, where: str, prefix: str | None, stream: boo
             "give --model-data, or use --model-id."
         )
     return None
-
-
-def payload_problem(max_payload_mb: int, max_concurrent: int) -> str | None:
-    if max_payload_mb * max_concurrent <= MAX_PAYLOAD_MB:
-        return None
-    return (
-        f"--max-payload-mb {max_payload_mb} times --max-concurrent-transforms {max_concurrent} = "
-        f"{max_payload_mb * max_concurrent} MB: SageMaker allows at most {MAX_PAYLOAD_MB} MB "
-        "in flight per instance"
-    )
 
 
 def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
@@ -390,13 +378,8 @@ TRANSFORM_PREFIX = Check(
     partial(copied_prefix_problem, "Batch Transform", "transform jobs"),
     unless="local",
 )
-PAYLOAD = Check(
-    "max_payload_mb", partial(range_problem, "--max-payload-mb", least=0, most=MAX_PAYLOAD_MB)
-)
-CONCURRENT = Check(
-    "max_concurrent_transforms", partial(range_problem, "--max-concurrent-transforms", least=0)
-)
-IN_FLIGHT = Check("max_payload_mb max_concurrent_transforms", payload_problem)
+# The kit's transform jobs pack records (MultiRecord): the local runner's rule for them.
+PAYLOAD = Check("max_payload_mb max_concurrent_transforms", partial(payload_problem, packs=True))
 # deploy image
 REPOSITORY = Check("repository", repository_problem)
 TAG = Check("tag", given(tag_problem))
@@ -443,7 +426,7 @@ EXPIRES = Check("expires", expires_problem)
 
 _MODEL = (IMAGE, MODEL_DATA, MODEL_PREFIX, STREAM)
 _INSTANCES = (INSTANCE_TYPE, UNKNOWN_TYPE, ARCHITECTURE, IMAGE_FOR_TYPE)
-_TRANSFORMS = (TRANSFORM_PREFIX, INSTANCE_COUNT, PAYLOAD, CONCURRENT, IN_FLIGHT)
+_TRANSFORMS = (TRANSFORM_PREFIX, INSTANCE_COUNT, PAYLOAD)
 _CONTAINER = (ENV, TENSOR_PARALLEL_SIZE)
 CHECKS: dict[str, tuple[Check, ...]] = {
     "image": (REGION, REPOSITORY, TAG, TARGET_TAG, CONTEXT),

@@ -106,23 +106,12 @@ def test_regions(value: str, ok: bool) -> None:
     [
         ("--instance-count", 1, 1, None, None),
         ("--instance-count", 0, 1, None, "--instance-count 0: must be at least 1"),
-        ("--max-payload-mb", 0, 0, 100, None),
-        ("--max-payload-mb", 100, 0, 100, None),
-        ("--max-payload-mb", 101, 0, 100, "--max-payload-mb 101: must be from 0 to 100"),
-        ("--max-payload-mb", -1, 0, 100, "must be from 0 to 100"),
     ],
 )
 def test_ranges(option: str, value: int, least: int, most: int | None, problem: str | None) -> None:
     found = checks.range_problem(option, value, least, most)
     assert (found is None) is (problem is None)
     assert problem is None or (found is not None and problem in found)
-
-
-@pytest.mark.parametrize(
-    ("payload", "concurrent", "ok"), [(1, 2, True), (50, 2, True), (50, 3, False), (100, 0, True)]
-)
-def test_payload_in_flight(payload: int, concurrent: int, ok: bool) -> None:
-    assert (checks.payload_problem(payload, concurrent) is None) is ok
 
 
 @pytest.mark.parametrize(
