@@ -12,13 +12,13 @@ and a model that cannot fit even one sequence of its context stops `serve` at on
 saying what it has, what it needs and the sizes that would work.
 """
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sagemaker.container.env_args import flag_value
 from vllm_sagemaker.handler.core.config import SERVERLESS_MEMORY_SIZES_MB
+from vllm_sagemaker.handler.core.environment import readable_int
 
 MIB = 1024**2
 GIB = 1024**3
@@ -117,22 +117,6 @@ def default_kv_cache_gib(mem_available_bytes: int) -> int:
     with no cap: vLLM's CPU engine refuses to start when its default share does not fit)."""
     share = int(mem_available_bytes * KV_CACHE_SHARE // GIB)
     return max(1, min(KV_CACHE_MAX_GIB, share))
-
-
-def readable_int(value: str) -> int | None:
-    """A count as vLLM's options read it (`vllm.utils.argparse_utils.human_readable_int`):
-    digits, or a number with k, m, g, t (powers of 1000) or a whole number with K, M, G, T
-    (powers of 1024); None for anything else."""
-    value = value.strip()
-    if value.isdigit():
-        return int(value)
-    found = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", value)
-    if not found:
-        return None
-    number, suffix = found.groups()
-    if suffix.islower():
-        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
-    return int(number) * 1024 ** ("KMGT".index(suffix) + 1) if number.isdigit() else None
 
 
 def kv_sized(env: Mapping[str, str], args: Sequence[str]) -> bool:

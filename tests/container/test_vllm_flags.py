@@ -11,8 +11,7 @@ from vllm.utils.argparse_utils import human_readable_int
 
 from tests.container.test_serve import run_serve
 from tests.support import processes, vllm_options
-from vllm_sagemaker.container import memory
-from vllm_sagemaker.handler.core import sm_vllm
+from vllm_sagemaker.handler.core import environment, sm_vllm
 from vllm_sagemaker.handler.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS, VLLM_VERSION
 
 REGENERATE = "rewrite it with `.venv/bin/python -m tests.support.vllm_options`"
@@ -47,9 +46,9 @@ def test_serve_stops_on_a_misspelled_name_before_vllm() -> None:
     "value", ["0", "4096", "1k", "1K", "25.6k", "2M", "3G", "1t", "1.5G", "x", ""]
 )
 def test_a_size_is_read_as_vllm_reads_it(value: str) -> None:
-    """serve's reading of a size option (container/memory.py) against vLLM's own."""
+    """serve's reading of a size option (handler/core/environment.py) against vLLM's own."""
     try:
         theirs: int | None = human_readable_int(value)
     except (ArgumentTypeError, ValueError):
         theirs = None
-    assert memory.readable_int(value) == theirs
+    assert environment.readable_int(value) == theirs
