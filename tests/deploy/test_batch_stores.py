@@ -1,6 +1,5 @@
-"""Where `vllm-sagemaker batch` reads and writes: S3 (gzip) through moto, HTTP GET and PUT, stdin
-and stdout; a missing input is one line. The stand-in container (`tests.deploy.holding`) answers
-the lines: what is tested is where they come from and go."""
+"""Where `vllm-sagemaker batch` reads and writes, on a real engine: S3 (gzip) through moto,
+HTTP GET and PUT, stdin and stdout; a missing input or bucket is one line."""
 
 import gzip
 import http.server
@@ -11,11 +10,11 @@ import boto3
 import pytest
 
 from tests.deploy.batching import batch, completion, jsonl, read
-from tests.deploy.holding import holding
 from tests.support.local_http import serving
+from tests.support.servers import Server
 
 
-def test_s3_gzip_input_and_output(container: str, aws: dict[str, str]) -> None:
+def test_s3_gzip_input_and_output(chat_server: Server, aws: dict[str, str]) -> None:
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="batches")
     records = [completion(f"s{i}") for i in range(50)]
@@ -26,7 +25,7 @@ def test_s3_gzip_input_and_output(container: str, aws: dict[str, str]) -> None:
         "-o",
         "s3://batches/out/results.jsonl",
         "--endpoint",
-        container,
+        chat_server.url,
     )
     assert done.returncode == 0, done.stderr
     body = s3.get_object(Bucket="batches", Key="out/results.jsonl")["Body"].read()
@@ -35,7 +34,7 @@ def test_s3_gzip_input_and_output(container: str, aws: dict[str, str]) -> None:
         ("s3://batches/in/nothing.jsonl", "does not exist"),
         ("s3://no-bucket/in.jsonl", "no-bucket does not exist"),
     ]:
-        missing = batch("-i", uri, "-o", "-", "--endpoint", container)
+        missing = batch("-i", uri, "-o", "-", "--endpoint", chat_server.url)
         assert missing.returncode == 1
         (line,) = missing.stderr.decode().splitlines()
         assert line.startswith(f"batch: cannot read {uri}: ") and line.endswith(gone), line
@@ -68,13 +67,7 @@ def http_store() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def container() -> Iterator[str]:
-    with holding() as (url, _):
-        yield url
-
-
-def test_http_get_and_put(container: str, http_store: str) -> None:
+def test_http_get_and_put(chat_server: Server, http_store: str) -> None:
     Recorder.files["/in.jsonl"] = jsonl([completion(f"h{i}") for i in range(5)])
     done = batch(
         "-i",
@@ -82,24 +75,24 @@ def test_http_get_and_put(container: str, http_store: str) -> None:
         "-o",
         http_store + "/out.jsonl?sig=1",
         "--endpoint",
-        container,
+        chat_server.url,
     )
     assert done.returncode == 0, done.stderr
     uploaded = read(Recorder.files["/out.jsonl?sig=1"])
     assert [line["custom_id"] for line in uploaded] == [f"h{i}" for i in range(5)]
-    missing = batch("-i", http_store + "/none.jsonl", "-o", "-", "--endpoint", container)
+    missing = batch("-i", http_store + "/none.jsonl", "-o", "-", "--endpoint", chat_server.url)
     assert missing.returncode == 1
     assert b"HTTP 404" in missing.stderr
 
 
-def test_stdin_to_stdout(container: str) -> None:
+def test_stdin_to_stdout(chat_server: Server) -> None:
     done = batch(
         "-i",
         "-",
         "-o",
         "-",
         "--endpoint",
-        container,
+        chat_server.url,
         stdin=jsonl([completion("x"), completion("y")]),
     )
     assert done.returncode == 0, done.stderr
