@@ -24,11 +24,9 @@ class Call:
 
 @dataclass(frozen=True)
 class Undo:
-    """How a failed run takes back one call it made (`deploy.base.run.Rollback`): `what` names
-    what the call touched, as a line says it ("model llm"); `call` deletes what it created, or
-    None where nothing can be taken back without touching what was there before (an object a
-    PutObject wrote may have replaced one, an UpdateEndpoint switched an endpoint); `uses`
-    names what it runs on ("endpoint config llm"), which stays while it stays."""
+    """How a failed run takes back one call (`deploy.base.run.Rollback`): `what` it touched
+    ("model llm"); the `call` that deletes it (None: it stays, as it may have replaced what was
+    there); what it `uses` ("endpoint config llm"), which stays while it stays."""
 
     what: str
     call: Call | None = None
@@ -45,7 +43,6 @@ class Lines:
 
 
 def _shown(value: object) -> object:
-    """A body as the dry run prints it: bytes as text, `Lines` as what it names."""
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     if isinstance(value, Lines):
@@ -61,17 +58,17 @@ def to_json(calls: Sequence[Call]) -> str:
     )
 
 
-def put(uri: str, body: object) -> Call:
-    """Writing `body` at `uri`: S3's PutObject, or a local file."""
+def _at(uri: str, on_s3: str, on_file: str, **more: object) -> Call:
+    """S3's `on_s3` of the object at `uri`, or `on_file` of the local file."""
     if s3_uri.is_s3(uri):
         bucket, key = s3_uri.s3_parts(uri)
-        return Call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": body})
-    return Call("file", "Write", {"Path": uri, "Body": body})
+        return Call("s3", on_s3, {"Bucket": bucket, "Key": key, **more})
+    return Call("file", on_file, {"Path": uri, **more})
+
+
+def put(uri: str, body: object) -> Call:
+    return _at(uri, "PutObject", "Write", Body=body)
 
 
 def remove(uri: str) -> Call:
-    """Deleting the object or file at `uri`."""
-    if s3_uri.is_s3(uri):
-        bucket, key = s3_uri.s3_parts(uri)
-        return Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
-    return Call("file", "Remove", {"Path": uri})
+    return _at(uri, "DeleteObject", "Remove")

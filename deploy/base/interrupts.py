@@ -1,8 +1,6 @@
-"""Ctrl-C in the client's commands, one rule for all: the first stops the command in order (in
-asyncio, `run` cancels the main task so its cleanup runs; elsewhere a KeyboardInterrupt), which
-then says in one line what it kept and how to go on (`Interrupted`), printed by the top
-(`report`) with exit status 130. Outputs appear whole or not at all. A second Ctrl-C during a slow
-stop ends the process at once (`os._exit`), with one line too (`second_line`)."""
+"""Ctrl-C in the client's commands: the first stops the command in order (in asyncio, `run`
+cancels the main task), which says in one line what it kept and how to go on (`Interrupted`),
+printed by the top (`report`), exit status 130; a second ends the process at once."""
 
 import asyncio
 import contextlib
@@ -34,8 +32,7 @@ def interrupted_line(what: str, go_on: str) -> str:
 
 
 def kept_line(count: int, noun: str, verb: str, where: str, total: int | None = None) -> str:
-    """The line of a run stopped with `count` `noun`s `verb` and kept in `where` (of `total`,
-    when known); `--resume` is named only when there are some to keep."""
+    """The line of a run stopped with `count` (of `total`) `noun`s `verb` and kept in `where`."""
     if not count:
         none = f"none of {total} {noun}s" if total is not None else f"no {noun}"
         return interrupted_line(f"{none} {verb}, nothing written to {where}", AGAIN)
@@ -45,8 +42,8 @@ def kept_line(count: int, noun: str, verb: str, where: str, total: int | None = 
     return interrupted_line(f"{done} {verb} and kept in {where}", RESUME)
 
 
-# A wait Ctrl-C stopped, by its Describe call: what goes on without the command, the parameter
-# naming it, and the commands that check it and take it back.
+# A wait Ctrl-C stopped, by its Describe call: what goes on, the parameter naming it, and the
+# commands that check it and take it back.
 WAITS = {
     "DescribeEndpoint": (
         "endpoint",
@@ -70,8 +67,7 @@ def wait_line(
     region: str | None,
     profile: str | None = None,
 ) -> str:
-    """The line of a wait on `operation` (with `params`, last seen `status`) Ctrl-C stopped; the
-    commands it names take the `region` and the --profile given."""
+    """The line of a wait on `operation` (`params`, last seen `status`) Ctrl-C stopped."""
     kind, key, check, undo = WAITS[operation]
     name = params[key]
     seen = f" ({status})" if status else ""
@@ -122,8 +118,7 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def handled(command: str) -> Iterator[None]:
-    """Ctrl-C handled by this module's rule while `command` runs (in the main thread only); the
-    handler stays once a stop has begun, for a second Ctrl-C."""
+    """Ctrl-C handled while `command` runs (main thread), and after, for a second Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -169,15 +164,10 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 def report(command: str, stop: KeyboardInterrupt) -> int:
-    """Print the line of a Ctrl-C that reached the top and return the exit status; a thread
-    still waiting (a call to an endpoint) does not hold the exit: the process ends at once."""
+    """Print a Ctrl-C's line and return the exit status; waiting threads do not hold the exit."""
     print(f"{command}: {top_line(stop)}", file=sys.stderr, flush=True)
-    waiting = [
-        thread
-        for thread in threading.enumerate()
-        if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
-    ]
-    if waiting:
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
         os._exit(EXIT_STATUS)

@@ -7,7 +7,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import boto3
@@ -30,8 +29,7 @@ def execute(
     assumed: Sequence[str] = (),
     rollback: "Rollback | None" = None,
 ) -> list[dict[str, Any]]:
-    """Make the calls in order and return their answers (`rollback` records each call made); or,
-    for a dry run, print them as JSON, and on stderr what the plan had to assume."""
+    """Make the calls and return their answers; a dry run prints them and what it assumed."""
     if dry_run:
         for assumption in assumed:
             say(f"dry run: {assumption}")
@@ -64,9 +62,8 @@ def rollback_line(
     changed: Sequence[str] = (),
     in_use: Sequence[str] = (),
 ) -> str:
-    """The one line of a failed run: what failed, what it changed that stays and what that uses
-    (`in_use`), what it took back (`removed`; with `kept`, left on purpose), could not take back
-    (what, why), and wrote that stays."""
+    """The one line of a failed run: what failed, changed that stays and what that uses, took
+    back (`removed`; with `kept`, left on purpose), could not take back (what, why), wrote."""
     parts = [failure, *changed]
     if in_use:
         parts.append(f"kept {_listed(in_use)} (in use)")
@@ -76,28 +73,23 @@ def rollback_line(
         )
     parts += [f"could not remove {what} ({why})" for what, why in not_removed]
     if written:
-        shown = list(written[:NAMED_WRITES])
-        if len(written) > NAMED_WRITES:
-            shown.append(f"{len(written) - NAMED_WRITES} more")
-        parts.append(f"what it wrote stays: {_listed(shown)}")
+        more = [f"{len(written) - NAMED_WRITES} more"] if len(written) > NAMED_WRITES else []
+        parts.append(f"what it wrote stays: {_listed([*written[:NAMED_WRITES], *more])}")
     return "; ".join(parts)
 
 
 class Rollback:
-    """What a failed run takes back, as CloudFormation rolls back a stack: newest first, what its
-    calls created (`undo`), never what was there before (with `keep`, nothing). A `with` block
-    around the run: an error that leaves it becomes one ClientError line naming the call that
-    failed and what was removed."""
+    """A `with` block around a run: on an error, take back newest first what its calls created
+    (`undo`), never what was there before (with `keep`, nothing), and raise one ClientError line
+    naming the call that failed and what was removed."""
 
     def __init__(self, undo: Callable[[Call], Undo | None], keep: bool = False) -> None:
-        self.undo = undo
-        self.keep = keep
+        self.undo, self.keep = undo, keep
         self.made: list[Call] = []
         self.failed: Call | None = None
 
     @contextlib.contextmanager
     def making(self, call: Call) -> Iterator[None]:
-        """`call` is the one that failed while it is made, and made once it returns."""
         self.failed = call
         yield
         self.failed = None
@@ -106,12 +98,7 @@ class Rollback:
     def __enter__(self) -> "Rollback":
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         if not isinstance(error, Exception):
             return  # none, or Ctrl-C: the interrupted run says what it left
         found = client_error(error)
@@ -176,7 +163,7 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
 
 
 class _LineReader(contextlib.ExitStack):
-    """Copies `Lines` bodies out of their files, each read once when its parts come in order."""
+    """Copies `Lines` bodies out of their files, read once when the parts come in order."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -211,8 +198,7 @@ def described(call: Call) -> str:
 
 
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:
-    """Poll `describe` until its status is in `done` (returned) or `failed` (ClientError); Ctrl-C
-    stops the wait, not what is waited for (`interrupts.Interrupted` says so)."""
+    """Poll `describe` until its status is `done` (returned) or `failed` (ClientError)."""
     client = boto3.client(describe.service)
     operation = getattr(client, xform_name(describe.operation))
     last = None
@@ -230,11 +216,7 @@ def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) 
                 raise ClientError(f"{described(describe)}: {status}: {reason}")
             time.sleep(POLL_S)
     except KeyboardInterrupt:
-        line = wait_line(
-            describe.operation,
-            describe.params,
-            last,
-            client.meta.region_name,
-            profile.given_profile(),
-        )
-        raise Interrupted(line) from None
+        region, given = client.meta.region_name, profile.given_profile()
+        raise Interrupted(
+            wait_line(describe.operation, describe.params, last, region, given)
+        ) from None

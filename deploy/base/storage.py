@@ -1,13 +1,8 @@
 """Where the client reads and writes: local paths, `-` (stdin, stdout), `http(s)://` URLs (a
-presigned GET or PUT) and `s3://` keys and prefixes; `.gz` by name.
-
-S3 goes through smart_open with boto3's usual configuration (profile, region, AWS_ENDPOINT_URL):
-reads stream, writes are multipart uploads that appear only once complete (as a local output
-does, written beside itself and renamed). HTTP stays on httpx: smart_open cannot PUT, and reads
-with no retry where ours retries 5xx and timeouts (5 times over 31 s). What cannot be read or
-written is `Unreachable`, one line. boto3 and smart_open load at the first S3 call, so
-`vllm-sagemaker --help` loads neither.
-"""
+presigned GET or PUT) and `s3://` keys and prefixes; `.gz` by name. S3 goes through smart_open
+(boto3's profile, region, AWS_ENDPOINT_URL; loaded at the first S3 call, not for `--help`):
+writes are multipart uploads that appear only once complete, as a local output written beside
+itself and renamed. HTTP stays on httpx: smart_open cannot PUT, nor retry 5xx and timeouts."""
 
 import contextlib
 import functools
@@ -40,8 +35,7 @@ _BUCKET_RULE = (
 
 
 class Unreachable(ClientError, OSError):
-    """An input that cannot be read or an output that cannot be written (an OSError too, for
-    the callers that catch one); the line says why."""
+    """An input that cannot be read or an output that cannot be written; the line says why."""
 
 
 class NoInput(Unreachable, FileNotFoundError):
@@ -87,8 +81,7 @@ def s3_client() -> Any:
 
 @contextlib.contextmanager
 def told(action: str, uri: str) -> Iterator[None]:
-    """A failure of the block as the one line `cannot <action> <uri>: <why>`, the why of a
-    library's error (which smart_open wraps) as `errors.explain` tells it."""
+    """A failure of the block as the line `cannot <action> <uri>: <why>`."""
     try:
         yield
     except ClientError:
@@ -107,8 +100,7 @@ def told(action: str, uri: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _stream(uri: str, mode: str) -> Iterator[IO[bytes]]:
-    """A local path or an S3 object opened by smart_open, its bytes as stored; an exception in
-    the block aborts an upload."""
+    """A local path or an S3 object, its bytes as stored; an exception aborts an upload."""
     import smart_open
 
     action = "read" if "r" in mode else "write"
@@ -125,8 +117,7 @@ def _stream(uri: str, mode: str) -> Iterator[IO[bytes]]:
 
 
 def _http(method: str, url: str, file: IO[bytes]) -> None:
-    """A GET streamed into `file`, or `file` PUT, retried with backoff on 5xx, timeouts and
-    connection errors."""
+    """A GET into `file`, or `file` PUT, retried on 5xx, timeouts and connection errors."""
     failure = ""
     for attempt in range(HTTP_RETRIES + 1):
         if attempt:
@@ -138,8 +129,7 @@ def _http(method: str, url: str, file: IO[bytes]) -> None:
                 if response.is_success:
                     if method == "GET":
                         file.truncate()
-                        for chunk in response.iter_bytes():
-                            file.write(chunk)
+                        file.writelines(response.iter_bytes())
                     return
                 from vllm_sagemaker.deploy.base.error_answers import said
 
@@ -153,8 +143,7 @@ def _http(method: str, url: str, file: IO[bytes]) -> None:
 
 
 def list_inputs(uri: str) -> list[InputFile]:
-    """Every file under `uri` (a file, a directory searched recursively, or an S3 prefix as
-    SageMaker's S3Prefix selects it), sorted, each relative to the input's directory."""
+    """Every file under `uri` (file, directory or S3 prefix), sorted, relative to its directory."""
     if is_s3(uri):
         bucket, prefix = s3_parts(uri)
         base = prefix[: prefix.rfind("/") + 1]
@@ -209,14 +198,12 @@ def remove(uri: str) -> None:
 
 
 def opened(file: InputFile) -> contextlib.AbstractContextManager[IO[bytes]]:
-    """The input opened for binary reading, its bytes as stored (S3: streamed)."""
     return _stream(file.uri, "rb")
 
 
 @contextlib.contextmanager
 def written(uri: str) -> Iterator[IO[bytes]]:
-    """A binary file that appears at `uri` (local or S3) only if the block ends without an
-    exception."""
+    """A binary file that appears at `uri` (local or S3) only if the block raises nothing."""
     if is_s3(uri):
         with _stream(uri, "wb") as sink:
             yield sink
@@ -235,9 +222,7 @@ def written(uri: str) -> Iterator[IO[bytes]]:
 
 @contextlib.contextmanager
 def local_copy(uri: str) -> Iterator[str]:
-    """A local path with `uri`'s bytes as sent (`.gz` stays compressed, and in the name), for a
-    caller that reads them several times: a local file itself, else one download (or stdin,
-    read once) into a temporary file removed on exit."""
+    """A local path with `uri`'s bytes as sent: a local file itself, else a temporary copy."""
     if is_local(uri):
         yield uri
         return
@@ -256,9 +241,7 @@ def local_copy(uri: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def reading(uri: str) -> Iterator[IO[bytes]]:
-    """`uri` opened for binary reading: stdin as it streams, anything else as a file (a remote
-    one downloaded once), decompressed first when its name ends in `.gz` (so damage shows
-    before any work, and the input can be counted, then read)."""
+    """`uri` opened for binary reading, decompressed first when its name ends in `.gz`."""
     if uri == "-":
         yield sys.stdin.buffer
         return
@@ -277,10 +260,9 @@ def reading(uri: str) -> Iterator[IO[bytes]]:
 
 def check_writable(uri: str, directory: bool = False) -> None:
     """`Unreachable` (`Refused`: a name S3 refuses) when `uri` (with `directory`: the folder
-    `uri`) could not be written, found before any work and creating nothing: an S3 bucket must
-    exist and answer these credentials; a local file's nearest existing folder must take a new
-    file (one is made and removed at once: permissions do not say it in /proc or as root). A URL
-    and stdout fail with their own line when written."""
+    `uri`) could not be written, found before any work: its S3 bucket must answer; a local file's
+    nearest existing folder must take a new file (one is made and removed: permissions do not
+    say it in /proc or as root)."""
     if is_s3(uri):
         bucket = uri[len(S3) :].split("/", 1)[0]
         if bucket_problem(bucket):
@@ -312,8 +294,7 @@ def check_writable(uri: str, directory: bool = False) -> None:
 
 
 def publish(staged: str, uri: str) -> None:
-    """Deliver a finished local file to `uri`, compressed when the name ends in `.gz` (a plain
-    local file onto itself is there already)."""
+    """Deliver a finished local file to `uri`, compressed when the name ends in `.gz`."""
     if os.path.abspath(staged) == os.path.abspath(uri):
         return
     with contextlib.ExitStack() as stack:

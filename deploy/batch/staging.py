@@ -1,12 +1,8 @@
-"""Where `vllm-sagemaker batch` appends its answers while a run goes on, and how they reach the
-output at the end (docs/batch-files.md tells it as a user sees it).
-
-A plain local output is appended to in place; any other (`s3://`, `http(s)://`, `.gz`, `-`) is
-staged in a private directory named after the user and the output (so `--resume` finds it after
-a `kill -9`), then delivered and removed. A run holds its output with `flock` on a lock file
-holding its pid, before it reads anything. Nothing is left before the first answer. Answers that
-cannot be delivered are kept: `--resume` delivers them, `--resume-from OLD` to another output.
-"""
+"""Where `vllm-sagemaker batch` appends its answers while it runs (docs/batch-files.md): a plain
+local output in place; any other (`s3://`, `http(s)://`, `.gz`, `-`) in a private directory named
+after the user and the output (so `--resume` finds it after a `kill -9`), delivered at the end.
+A run holds its output (`flock` on a lock file holding its pid) before it reads anything.
+Answers that cannot be delivered are kept for `--resume` (or `--resume-from OLD`)."""
 
 import contextlib
 import fcntl
@@ -33,8 +29,7 @@ class Busy(storage.Unreachable):
 
 
 class Undelivered(ClientError):
-    """Answers that cannot reach their output: the line says where they are kept and how to
-    deliver them without answering them again."""
+    """Answers that cannot reach their output: the line says where they are kept."""
 
 
 def is_staged(uri: str) -> bool:
@@ -43,21 +38,18 @@ def is_staged(uri: str) -> bool:
 
 def staging_dir(uri: str, tmp_dir: str) -> Path:
     """`uri`'s directory in `tmp_dir`, named after the user and the output as it resolves: a
-    local path through `..` or a symbolic link, a URL without its query (a presigned URL's
-    signature changes from one run to the next; its object does not)."""
+    local path's real path, a URL without its query (a presigned URL's signature changes)."""
     name = os.path.realpath(uri) if storage.is_local(uri) else uri.split("?", 1)[0]
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     return Path(tmp_dir) / f"vllm-sagemaker-batch-{os.getuid()}-{digest}"
 
 
 def lock_dir(uri: str, tmp_dir: str | None) -> Path:
-    """Where a run holds `uri`: its staging directory; a plain local output's (the lock alone)
-    in the system's temporary directory, whatever --output-tmp-dir each run gives."""
+    """Where a run holds `uri`: its staging dir; a plain local output's in the system's tmp."""
     return staging_dir(uri, (tmp_dir if is_staged(uri) else None) or tempfile.gettempdir())
 
 
 def staged_path(uri: str, tmp_dir: str) -> str:
-    """Where answers for `uri` are appended while the run goes on."""
     return str(staging_dir(uri, tmp_dir) / ANSWERS) if is_staged(uri) else uri
 
 
@@ -68,8 +60,7 @@ def kept_in(uri: str, tmp_dir: str | None) -> str:
 
 
 def busy_line(uri: str, directory: str, pid: int | None, staged: bool) -> str:
-    """The line of a run refused because another run (`pid`, when its lock file says it) holds
-    the output `uri`; a staged output can go elsewhere with --output-tmp-dir."""
+    """The line of a run refused because another run (`pid`, when known) holds the output."""
     who = f"another run (pid {pid})" if pid else "another run"
     name = "standard output (-)" if uri == "-" else uri
     if not staged:
@@ -81,7 +72,7 @@ def busy_line(uri: str, directory: str, pid: int | None, staged: bool) -> str:
 
 
 def why_not_private(found: os.stat_result, uid: int) -> str | None:
-    """What makes a directory (as `os.lstat` sees it) unfit to hold `uid`'s answers, or None."""
+    """What makes a directory (`os.lstat`'s) unfit to hold `uid`'s answers, or None."""
     if stat.S_ISLNK(found.st_mode):
         return "is a symbolic link"
     if not stat.S_ISDIR(found.st_mode):
@@ -103,8 +94,7 @@ def check_private(directory: Path) -> None:
 
 
 def private_dir(directory: Path) -> list[Path]:
-    """`directory`, made 0700 (whatever the umask) unless it exists, and checked private; the
-    folders made for it, outermost first."""
+    """`directory`, made 0700 unless it exists, checked private; the folders it made, outside in."""
     made = [folder for folder in reversed(directory.parents) if not folder.exists()]
     with storage.told("create", str(directory)):
         directory.parent.mkdir(parents=True, exist_ok=True)
@@ -117,8 +107,7 @@ def private_dir(directory: Path) -> list[Path]:
 
 
 def lock(directory: Path, uri: str, staged: bool) -> tuple[int, list[Path]]:
-    """Hold `uri` by its lock file in `directory` (made private): the lock's descriptor and the
-    folders made for it; `Busy` while another run holds it."""
+    """Hold `uri` by its lock file in `directory`: the descriptor and the folders made; `Busy`."""
     made: list[Path] = []
     for _ in range(LOCK_TRIES):
         made += private_dir(directory)
@@ -131,7 +120,7 @@ def lock(directory: Path, uri: str, staged: bool) -> tuple[int, list[Path]]:
             os.close(descriptor)
             pid = int(text) if text.isdigit() else None
             raise Busy(busy_line(uri, str(directory), pid, staged)) from None
-        # Taken, unless the run that held it removed the file as it ended: then again.
+        # Taken, unless the run that held it removed the file as it ended.
         with contextlib.suppress(FileNotFoundError):
             if os.stat(directory / LOCK).st_ino == os.fstat(descriptor).st_ino:
                 os.ftruncate(descriptor, 0)
@@ -153,9 +142,8 @@ def release(directory: Path, descriptor: int, made: list[Path]) -> None:
 
 class Sink:
     """One output of a run (the output or the error file): the local file its answers are
-    appended to, opened at the first answer and emptied then unless the run resumes (from the
-    answers staged for this output, or for `resume_from`, an output they could not reach), and
-    the lock that keeps other runs off the output while this one goes on."""
+    appended to (opened at the first answer, emptied unless the run resumes, from this output's
+    answers or from `resume_from`'s), and the lock that keeps other runs off it."""
 
     def __init__(
         self, uri: str, tmp_dir: str | None, resume: bool, resume_from: str | None = None
@@ -180,8 +168,7 @@ class Sink:
             storage.check_writable(str(self.directory), directory=True)
 
     def undelivered(self, error: ClientError) -> ClientError:
-        """`error`, saying where the answers staged for this output are kept and how to deliver
-        them without answering them again, when there are some."""
+        """`error`, saying where the answers staged for this output are kept, when there are."""
         if not (self.staged and os.path.exists(self.path)):
             return error
         with open(self.path, "rb") as answers:
@@ -194,8 +181,7 @@ class Sink:
         )
 
     def hold(self) -> None:
-        """Take the output for this run, before anything is read (`Busy` while another run holds
-        it); with `resume_from`, take the answers staged for it too."""
+        """Take the output (`Busy` while another run holds it) and `resume_from`'s answers."""
         self.lock, self.made = lock(self.directory, self.uri, self.staged)
         if self.resume_from is None or os.path.exists(self.path):
             return
@@ -223,9 +209,7 @@ class Sink:
             self.file.flush()
 
     def close(self) -> None:
-        """Close the file and let go of the output: a staging directory without answers (the
-        output delivered, a plain output, a run stopped before its first answer) is removed,
-        with the folders made for it; one with answers is kept for `--resume`."""
+        """Let go of the output: its staging dir is removed unless it holds answers (`--resume`)."""
         if self.file is not None:
             self.file.close()
         if self.lock is None:
@@ -237,8 +221,7 @@ class Sink:
         self.lock = None
 
     def deliver(self) -> None:
-        """The run is complete: the output (empty when nothing was answered) goes to its URI,
-        and the staged file is removed (its directory goes when the output is let go)."""
+        """The run is complete: deliver the output to its URI and remove the staged file."""
         if self.file is None:
             self.file = self._open()
         self.file.close()
@@ -250,7 +233,6 @@ class Sink:
             os.unlink(self.path)
 
     def _open(self) -> IO[bytes]:
-        """The answers' file, 0600 in its private directory when staged."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.resume else os.O_TRUNC)
         if self.staged:
             private_dir(self.directory)

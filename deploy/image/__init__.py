@@ -1,2 +1,1 @@
-"""Container images: build the CPU or GPU image with docker or buildah, and check that the GPU
-image's one install step moves none of vLLM's pins."""
+"""Container images: build them (docker, buildah, podman) and check the GPU image's pins."""

@@ -1,9 +1,6 @@
-"""`make image`: build the CPU image with buildah on a machine with no Docker engine and no image
-registry, only Debian's packages and a package index.
-
-The base is made from Debian's packages (mmdebstrap) and imported once; the machine's pip settings
-are lent to the build read-only (never copied into it); an image whose content label matches what
-would go into it is kept. Prints the image's size and the build's time.
+"""`make image`: build the CPU image with buildah where there is no Docker engine nor registry,
+on a base made once from Debian's packages (mmdebstrap), the machine's pip settings lent
+read-only; an image whose content label matches is kept.
 
     python -m vllm_sagemaker.deploy.image [--engine cpu] [--tag vllm-sagemaker:cpu]
 """
@@ -21,8 +18,7 @@ from pathlib import Path
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.image.build import GB
 
-# A base for the CPU image from Debian's packages: what the Dockerfile's CPU stage needs of a
-# Python image (python3 with venv, CA certificates), at Debian bookworm's Python 3.11.
+# What the Dockerfile's CPU stage needs of a Python image, from Debian bookworm (Python 3.11).
 DEBIAN_BASE = "localhost/vllm-sagemaker-base:bookworm"
 DEBIAN_SUITE = "bookworm"
 DEBIAN_PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -34,9 +30,7 @@ def _run(argv: Sequence[str]) -> None:
 
 
 def _inspect(image: str) -> dict[str, object] | None:
-    done = subprocess.run(
-        ["podman", "image", "inspect", image], capture_output=True, text=True, check=False
-    )
+    done = subprocess.run(["podman", "image", "inspect", image], capture_output=True, text=True)
     if done.returncode != 0:
         return None
     found: list[dict[str, object]] = json.loads(done.stdout)
@@ -55,22 +49,14 @@ def debian_base() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
         rootfs = os.path.join(scratch, "rootfs.tar")
-        _run(
-            [
-                "mmdebstrap",
-                "--variant=minbase",
-                "--include=" + ",".join(DEBIAN_PACKAGES),
-                DEBIAN_SUITE,
-                rootfs,
-            ]
-        )
+        packages = "--include=" + ",".join(DEBIAN_PACKAGES)
+        _run(["mmdebstrap", "--variant=minbase", packages, DEBIAN_SUITE, rootfs])
         _run(["podman", "import", "--change", 'CMD ["/bin/bash"]', rootfs, DEBIAN_BASE])
     print(f"image: base {DEBIAN_BASE} made in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def pip_settings(scratch: str) -> tuple[str, list[str]]:
-    """This machine's pip settings written to one file in `scratch`, and the paths they name
-    that exist (lent to the build with the file)."""
+    """This machine's pip settings as a file in `scratch`, and the paths they name that exist."""
     listing = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
     ).stdout
@@ -96,27 +82,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--engine", choices=["cpu"], default="cpu", help="the image to build")
     parser.add_argument("--tag", help="the image's name (default: vllm-sagemaker:<engine>)")
+    arg = "a build argument of the Dockerfile (repeatable), e.g. TORCH_INDEX=<url>"
     parser.add_argument(
-        "--build-arg",
-        action="append",
-        type=build_arg,
-        default=[],
-        metavar="KEY=VALUE",
-        help="a build argument of the Dockerfile (repeatable), e.g. TORCH_INDEX=<url>",
+        "--build-arg", action="append", type=build_arg, default=[], metavar="KEY=VALUE", help=arg
     )
     args = parser.parse_args(argv)
     try:
         return make(args.engine, args.tag or build.default_name(args.engine), dict(args.build_arg))
     except subprocess.CalledProcessError as error:
-        print(
-            f"image: {build.shown(error.cmd)} failed with status {error.returncode}",
-            file=sys.stderr,
-        )
+        line = f"{build.shown(error.cmd)} failed with status {error.returncode}"
     except OSError as error:
-        print(
-            f"image: {error.strerror}: {error.filename} (make image installs the tools as root)",
-            file=sys.stderr,
-        )
+        line = f"{error.strerror}: {error.filename} (make image installs the tools as root)"
+    print(f"image: {line}", file=sys.stderr)
     return 1
 
 
@@ -133,16 +110,8 @@ def make(engine: str, tag: str, given: dict[str, str]) -> int:
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         conf, lent = pip_settings(scratch)
-        spec = build.Build(
-            engine=engine,
-            tag=tag,
-            context=build.CHECKOUT,
-            build_args=build_args,
-            lent=lent,
-            pip_conf=conf,
-            labels={build.CONTENT_LABEL: key},
-            isolation="chroot",
-        )
+        labels = {build.CONTENT_LABEL: key}
+        spec = build.Build(engine, tag, build.CHECKOUT, build_args, lent, conf, labels, "chroot")
         _run(build.command("buildah", spec))
     built = _inspect(tag) or {}
     print(f"image: {tag} built in {time.monotonic() - started:.0f} s, {_size(built)}")

@@ -1,8 +1,5 @@
-"""How an image is built: the builder's command line for the CPU or GPU image, the machine's pip
-settings lent to a build read-only, and the content key that says an image is up to date.
-
-Pure rules over their inputs; `__main__` and `deploy image` run them.
-"""
+"""How an image is built: the builder's command line, the machine's pip settings lent to a build
+read-only, and the content key that says an image is up to date (`__main__`, `deploy image`)."""
 
 import ast
 import hashlib
@@ -14,25 +11,19 @@ from pathlib import Path
 
 # The checkout this package runs from (an editable install): the build context.
 CHECKOUT = Path(__file__).resolve().parents[2]
-# The images one Dockerfile builds (its ENGINE build argument): they differ only in their base
-# and vLLM's install.
+# The images one Dockerfile builds (its ENGINE build argument).
 ENGINES = ("cpu", "gpu")
 REPOSITORY = "vllm-sagemaker"
 # The label that records what an image was built from (`content_key`).
 CONTENT_LABEL = "org.vllm-sagemaker.content"
 # What the Dockerfile copies (with itself and .dockerignore): a change here is a new image.
 BUILD_INPUTS = (
-    "Dockerfile",
-    ".dockerignore",
-    "pyproject.toml",
-    "README.md",
-    "container",
-    "handler",
-    "deploy",
+    *("Dockerfile", ".dockerignore", "pyproject.toml", "README.md"),
+    *("container", "handler", "deploy"),
 )
 # Where pip inside a build finds the settings lent to it (pip reads it on every Linux).
 BUILD_PIP_CONF = "/etc/pip.conf"
-# Image sizes are told in GB, as registries and `docker images` tell them.
+# Image sizes in GB, as registries and `docker images` tell them.
 GB = 1000**3
 # Builders that run without a Docker engine, and that can lend files to RUN steps (`-v`).
 DAEMONLESS = ("buildah", "podman")
@@ -42,8 +33,6 @@ SKIPPED_PIP_SETTINGS = frozenset({"config-file"})
 
 @dataclass(frozen=True)
 class Build:
-    """One image build: which engine stage, the tag, the build context and what is lent to it."""
-
     engine: str
     tag: str
     context: Path
@@ -53,13 +42,12 @@ class Build:
     # A pip configuration lent at BUILD_PIP_CONF.
     pip_conf: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
-    # buildah's and podman's RUN isolation (None: the tool's default). `chroot` runs where there
-    # are no user namespaces or cgroups to give (`make image`).
+    # buildah's and podman's RUN isolation (None: the default; `chroot` needs no user namespaces).
     isolation: str | None = None
 
 
 def default_tag(engine: str) -> str:
-    """An image's tag unless one is given: its engine's name, `cpu` or `gpu`."""
+    """An image's tag unless one is given: its engine's name."""
     return engine
 
 
@@ -69,8 +57,7 @@ def default_name(engine: str) -> str:
 
 
 def command(tool: str, build: Build) -> list[str]:
-    """The command line that builds `build` with `tool` (docker, buildah or podman). Docker cannot
-    lend files to RUN steps: a build that needs them must use buildah or podman."""
+    """The command line that builds `build` with `tool` (docker cannot lend files to RUN steps)."""
     name = Path(tool).name
     args = [tool, "bud" if name == "buildah" else "build"]
     if name in DAEMONLESS:
@@ -78,7 +65,7 @@ def command(tool: str, build: Build) -> list[str]:
         args.append("--layers")
         if build.isolation:
             args += ["--isolation", build.isolation]
-        mounts = [*(f"{path}:{path}:ro" for path in build.lent)]
+        mounts = [f"{path}:{path}:ro" for path in build.lent]
         if build.pip_conf:
             mounts.append(f"{build.pip_conf}:{BUILD_PIP_CONF}:ro")
         for mount in mounts:
@@ -98,15 +85,10 @@ def shown(argv: Sequence[str]) -> str:
 
 
 def pip_settings(listing: str) -> tuple[str, list[str]]:
-    """The machine's pip settings as one configuration file, and the local paths they name.
-
-    `listing` is what `pip config list` prints: `section.key=<Python literal>` per line, where the
-    section `:env:` holds settings from PIP_* variables, which win over every file's, as in pip.
-    Every setting goes into the file (a build sees none of the host's variables or user files)
-    but the one naming a configuration file; the paths, absolute or `file://`, are what the build
-    must be lent for the settings to work (indexes and wheel folders on disk, the CA bundle,
-    constraint files). A package index on disk (`.../simple`) is lent whole: its pages link to
-    files beside `simple/`."""
+    """The machine's pip settings (`pip config list`'s `section.key=<Python literal>` lines, where
+    `:env:`'s PIP_* variables win over every file's) as one configuration file but the setting
+    naming a file, and the local paths the build must be lent for them (indexes, wheels, the CA
+    bundle; a package index `.../simple` whole: its pages link to files beside `simple/`)."""
     sections: dict[str, dict[str, str]] = {}
     from_env: dict[str, str] = {}
     for line in listing.splitlines():
@@ -143,8 +125,7 @@ def pip_settings(listing: str) -> tuple[str, list[str]]:
 
 
 def content_key(root: Path, engine: str, build_args: Mapping[str, str]) -> str:
-    """A digest of everything that goes into an image: the build inputs' files (names and bytes)
-    and the build's arguments."""
+    """A digest of the build inputs' files (names and bytes) and the build's arguments."""
     digest = hashlib.sha256(f"{engine}\0{sorted(build_args.items())}\0".encode())
     for path in sorted(_files(root, BUILD_INPUTS)):
         digest.update(str(path.relative_to(root)).encode() + b"\0")

@@ -1,12 +1,6 @@
-"""Which container builder `deploy image` runs, and the commands it runs with it.
-
-Docker when a Docker engine answers (`docker info` exits 0), else buildah, else podman, the first
-found on PATH; `--builder` names one. buildah and podman build without a daemon (as root, or
-rootless where user namespaces are set up). The build's command line is `deploy.image.build`'s;
-logging in to ECR and pushing are the same for the three tools.
-
-`choose` is the rule, over what was found; `on_this_machine` looks (PATH, `docker info`).
-"""
+"""Which container builder `deploy image` runs: docker when its engine answers `docker info`,
+else buildah, else podman (no daemon), the first on PATH, unless `--builder` names one; and the
+ECR login and push, the same for the three."""
 
 import shutil
 import subprocess
@@ -24,8 +18,7 @@ ECR_USER = "AWS"
 
 @dataclass(frozen=True)
 class Choice:
-    """The builder to run (None: none is usable) and why, as one line: the reason it was
-    chosen, or the problem."""
+    """The builder to run (None: none is usable) and why, or the problem, as one line."""
 
     tool: str | None
     why: str
@@ -34,9 +27,7 @@ class Choice:
 def choose(
     asked: str | None, on_path: Mapping[str, bool], docker_answers: Callable[[], bool]
 ) -> Choice:
-    """The builder for `--builder asked` (None: the first usable of docker with an engine that
-    answers, buildah, podman), given which tools are on PATH; `docker_answers` runs
-    `docker info` and is called only when docker is on PATH and may be chosen."""
+    """The builder for `--builder asked`; `docker_answers` runs only when docker may be chosen."""
     if asked is not None:
         if not on_path.get(asked):
             return Choice(
@@ -70,14 +61,10 @@ def on_this_machine(asked: str | None) -> Choice:
     """`choose` over this machine's PATH, asking `docker info` when it has to."""
 
     def docker_answers() -> bool:
+        quiet = subprocess.DEVNULL
         try:
             done = subprocess.run(
-                ["docker", "info"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=DOCKER_INFO_S,
-                check=False,
+                ["docker", "info"], stdin=quiet, stdout=quiet, stderr=quiet, timeout=DOCKER_INFO_S
             )
         except (OSError, subprocess.TimeoutExpired):
             return False
@@ -89,8 +76,7 @@ def on_this_machine(asked: str | None) -> Choice:
 
 
 def registry_host(proxy_endpoint: str) -> str:
-    """`https://123456789012.dkr.ecr.us-east-1.amazonaws.com` -> the registry's host name, as
-    the three tools' `login` take it."""
+    """`https://123456789012.dkr.ecr.us-east-1.amazonaws.com` -> the host name `login` takes."""
     return proxy_endpoint.split("://", 1)[-1].rstrip("/")
 
 

@@ -1,18 +1,8 @@
-"""The GPU image's pin check: its one install step, `pip install "./[server]"` on the
-GPU base (the Dockerfile's GPU_BASE, vLLM VLLM_VERSION), moves none of the base's packages, above
-all none that vLLM pins (torch).
-
-No image is built: pip's resolver runs twice as a dry run for the base's platform, once for
-vLLM alone (what the base holds) and once for it beside our `[server]` extra. A
-package of the first resolution at another version in the second is a moved package; a
-ResolutionImpossible is a conflict with vLLM's pins.
-
-pip runs on the base's Python 3.12: with `--python-version`, pip 23 still evaluates environment
-markers (`six; python_version > "3.11"`) and the Requires-Python of downloaded metadata with the
-Python that runs it, so from Python 3.11 it resolves another set (pypa/pip#11664).
-
-What it cannot see: both resolutions are made from the index as it is today, so a package the
-base froze at an older release than today's is compared at today's.
+"""The GPU image's pin check: its one install step, `pip install "./[server]"` on the GPU base,
+moves none of the base's packages, above all none that vLLM pins (torch). pip's resolver runs
+twice as a dry run for the base's platform, for vLLM alone and beside our `[server]` extra, on
+the base's Python 3.12: pip 23 evaluates markers and Requires-Python with the Python that runs
+it, whatever `--python-version` says (pypa/pip#11664). Both use today's index, not the base's.
 
     python -m vllm_sagemaker.deploy.image.pins [CHECKOUT] [--extra REQ]... [--python PYTHON]
 """
@@ -56,16 +46,14 @@ Report = dict[str, Any]
 
 @dataclass(frozen=True)
 class Resolution:
-    """What pip answered for one set of requirements: its report (None when it failed) and what
-    it printed."""
+    """pip's report for one set of requirements (None when it failed) and what it printed."""
 
     report: Report | None
     output: str
 
 
 def platforms(glibc_minor: int = BASE_GLIBC_MINOR, machine: str = "x86_64") -> list[str]:
-    """The wheel platforms pip accepts on a glibc 2.`glibc_minor` system, newest first (given
-    one `--platform`, pip accepts that tag only)."""
+    """The wheel platforms pip accepts on a glibc 2.`glibc_minor` system, newest first."""
     tags = []
     for minor in range(glibc_minor, 4, -1):
         tags.append(f"manylinux_2_{minor}_{machine}")
@@ -77,24 +65,13 @@ def platforms(glibc_minor: int = BASE_GLIBC_MINOR, machine: str = "x86_64") -> l
 def resolver_command(python: str, requirements: Sequence[str], scratch: Path) -> list[str]:
     """pip's resolver for the GPU base, installing nothing: a dry run whose JSON report lands in
     `scratch`. pip 23 takes `--platform` only with `--target` (which a dry run leaves empty)."""
-    return [
-        python,
-        "-m",
-        "pip",
-        "install",
-        "--dry-run",
-        "--ignore-installed",
-        f"--report={scratch / 'report.json'}",
-        f"--target={scratch / 'target'}",
-        "--only-binary=:all:",
-        *(f"--platform={tag}" for tag in platforms()),
-        *requirements,
-    ]
+    pip = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:"]
+    places = [f"--report={scratch / 'report.json'}", f"--target={scratch / 'target'}"]
+    return [*pip, *places, *(f"--platform={tag}" for tag in platforms()), *requirements]
 
 
 def base_pythons(given: str | None) -> list[str]:
-    """The Pythons to try for pip, first first: the one given, else the base's version on PATH,
-    then pyenv's of that version."""
+    """The Pythons to try for pip: the one given, else the base's on PATH, then pyenv's."""
     if given:
         return [given]
     version = BASE_ENVIRONMENT["python_version"]
@@ -113,16 +90,11 @@ def runs_pip(python: str) -> bool:
 def resolve(python: str, requirements: Sequence[str]) -> Resolution:
     """pip's resolution of `requirements` for the GPU base."""
     with tempfile.TemporaryDirectory(prefix="pins-") as scratch:
-        done = subprocess.run(
-            resolver_command(python, requirements, Path(scratch)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-        )
+        command = resolver_command(python, requirements, Path(scratch))
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         report = Path(scratch, "report.json")
         return Resolution(
-            json.loads(report.read_text()) if done.returncode == 0 else None, done.stdout
+            json.loads(report.read_text()) if not done.returncode else None, done.stdout
         )
 
 
@@ -138,8 +110,7 @@ def versions(report: Report) -> dict[str, tuple[str, str]]:
 
 
 def vllm_pins(report: Report) -> dict[str, str]:
-    """What vLLM pins with `==` (normalized name -> version) among the packages the report
-    installs at that version: a pin of another platform or of an extra is not one here."""
+    """What vLLM pins with `==` that the report installs at that version (name -> version)."""
     installed = {name: version for name, (_, version) in versions(report).items()}
     vllm = next(item for item in report["install"] if item["metadata"]["name"] == "vllm")
     pins = {}
@@ -154,8 +125,7 @@ def vllm_pins(report: Report) -> dict[str, str]:
 
 
 def moved(base: Report, ours: Report) -> list[str]:
-    """One line per package of `base` that `ours` installs at another version, vLLM's pins
-    first. A package `ours` no longer needs is not moved: pip removes nothing from the image."""
+    """One line per package of `base` that `ours` installs at another version, vLLM's pins first."""
     pins = vllm_pins(base)
     after = versions(ours)
     pinned, others = [], []
@@ -202,8 +172,7 @@ def pip_errors(output: str) -> list[str]:
 
 
 def verdict(base: Resolution, ours: Resolution) -> tuple[int, list[str]]:
-    """The exit status and the lines to print: 0 when nothing moves, 1 when a package moves or
-    ours conflicts with vLLM's pins, 2 when pip could not answer the question."""
+    """Exit status and lines: 0 nothing moves, 1 a package moves or conflicts, 2 pip cannot tell."""
     if base.report is None:
         return 2, [f"pip cannot resolve {VLLM} alone:", *pip_errors(base.output)]
     problem = environment_problem(base.report)
@@ -226,21 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=f"Check that installing CHECKOUT[server] beside {VLLM} (the GPU image's one "
         "install step) moves none of vLLM's packages, with pip's resolver as a dry run.",
     )
-    parser.add_argument(
-        "checkout",
-        nargs="?",
-        type=Path,
-        default=CHECKOUT,
-        help="the project (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--extra",
-        action="append",
-        default=[],
-        metavar="REQ",
-        help="a requirement installed beside the extra (repeatable)",
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    project = "the project (default: %(default)s)"
+    add("checkout", nargs="?", type=Path, default=CHECKOUT, help=project)
+    beside = "a requirement installed beside the extra (repeatable)"
+    add("--extra", action="append", default=[], metavar="REQ", help=beside)
+    add(
         "--python",
         help=f"the Python {BASE_ENVIRONMENT['python_version']} that runs pip (default: "
         f"{BASE_PYTHON} on PATH, else pyenv's)",

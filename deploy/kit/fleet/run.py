@@ -1,16 +1,8 @@
-"""How `deploy batch` runs an OpenAI batch file on a fleet of Batch Transform jobs.
-
-1. Prepare: the file's lines are checked (refused ones become error lines; no valid one stops
-   here) and the valid ones written as shards under the work prefix beside `fleet.json`, which
-   a later run reuses for the same file.
-2. Run: shards without output run as transform jobs, `--instance-count` at a time, a slot taking
-   the next shard when its job ends; after a cancel (`--cancel`) or Ctrl-C none starts.
-3. Merge: each input line's answer, in order, from its shard's `.out`, or its error line; the
-   output (and error) file is written whole at every run, so a rerun completes it.
-
-SageMaker jobs or local containers do the work (`deploy.kit.fleet.jobs`); the fleet's state is
-`deploy.kit.fleet.state`'s.
-"""
+"""How `deploy batch` runs an OpenAI batch file on a fleet of Batch Transform jobs: prepare (the
+valid lines written as shards under the work prefix beside `fleet.json`, which a later run reuses
+for the same file), run (shards without output, `--instance-count` at a time; none starts after
+a cancel or Ctrl-C), merge (every line's answer or error line, in order, written whole at every
+run, so a rerun completes it)."""
 
 import asyncio
 import collections
@@ -56,14 +48,22 @@ class Layout:
     def at(self, relative: str) -> str:
         return storage.joined(self.work, relative)
 
-    def shard_input(self, shard: Shard) -> str:
-        return self.at(f"shards/{shard.name}/")
-
-    def shard_output(self, shard: Shard) -> str:
-        return self.at(f"output/{shard.name}/")
+    def shard_file(self, shard: Shard) -> str:
+        return self.at(f"shards/{shard.name}/{INPUT_NAME}")
 
     def shard_out_file(self, shard: Shard) -> str:
         return self.at(f"output/{shard.name}/{INPUT_NAME}.out")
+
+    def spec(self, job: str, shard: Shard, slot: int) -> JobSpec:
+        """The job `job` running `shard` on `slot`."""
+        return JobSpec(
+            job, self.at(f"shards/{shard.name}/"), self.at(f"output/{shard.name}/"), slot
+        )
+
+
+def next_job(batch: str, shard: Shard) -> str:
+    """The name of the shard's next job."""
+    return job_name(batch, shard.index, len(shard.jobs) + 1)
 
 
 def checked(source_uri: str) -> Iterator[Checked]:
@@ -83,8 +83,8 @@ def fingerprint(uri: str) -> str:
 def prepare(
     uri: str, path: str, layout: Layout, instances: int, shard_lines: int, dry_run: bool
 ) -> Fleet:
-    """The fleet for the batch file `uri` (read from `path`): the one under the work prefix when
-    it was made from the same file, else a new one with its shards written (unless `dry_run`)."""
+    """The fleet for the batch file `uri` (read from `path`): the work prefix's when made from the
+    same file, else a new one with its shards written (unless `dry_run`)."""
     say(f"checking {uri}")
     found = fingerprint(path)
     fleet_uri = layout.at(FLEET)
@@ -123,7 +123,7 @@ def prepare(
 def write_shards(path: str, fleet: Fleet, layout: Layout) -> None:
     valid = (item.raw for item in checked(path) if item.fault is None)
     for shard in fleet.shards:
-        with storage.written(layout.at(f"shards/{shard.name}/{INPUT_NAME}")) as sink:
+        with storage.written(layout.shard_file(shard)) as sink:
             for _ in range(shard.lines):
                 sink.write(next(valid) + b"\n")
 
@@ -143,9 +143,8 @@ def pending(fleet: Fleet, layout: Layout) -> list[Shard]:
 
 
 async def run_shards(fleet: Fleet, layout: Layout, jobs: Jobs, name: str) -> bool:
-    """Run the pending shards, `jobs.slots` at a time, a slot taking the next shard as its job
-    ends; shards whose job an earlier run started go first (waited for, not started again).
-    False when a cancel left shards unstarted."""
+    """Run the pending shards, `jobs.slots` at a time, those whose job an earlier run started
+    first (waited for, not started again); False when a cancel left shards unstarted."""
     todo = sorted(pending(fleet, layout), key=lambda shard: not attachable(shard, jobs))
     if cancelled(layout):
         say(f"cancelled: {len(todo)} shards not started")
@@ -179,15 +178,13 @@ def attachable(shard: Shard, jobs: Jobs) -> bool:
 async def run_shard(
     fleet: Fleet, layout: Layout, jobs: Jobs, name: str, slot: int, shard: Shard
 ) -> None:
-    """Run one shard's job on `slot` (or wait for the one an earlier run started), recording it
-    in the fleet as soon as it exists and again when it ends."""
+    """Run a shard's job on `slot` (or wait for an earlier run's), saving the fleet as it goes."""
     last = shard.last if attachable(shard, jobs) else None
     if last is None:
-        last = Job(job_name(name, shard.index, len(shard.jobs) + 1))
+        last = Job(next_job(name, shard))
         shard.jobs.append(last)
-    spec = JobSpec(last.name, layout.shard_input(shard), layout.shard_output(shard), slot)
     say(f"{shard.name}: {last.name} on slot {slot + 1} of {jobs.slots}")
-    await jobs.run(spec, last, lambda: save(fleet, layout))
+    await jobs.run(layout.spec(last.name, shard, slot), last, lambda: save(fleet, layout))
     save(fleet, layout)
     say(f"{last.name}: {last.status}{f' ({last.reason})' if last.reason else ''}")
 
@@ -205,8 +202,7 @@ UNANSWERED = {
 
 
 def unanswered(shard: Shard) -> RequestError:
-    """The error line of each line of a shard without output: its job completed and wrote
-    none, failed, started and has not ended (a run stopped while it ran), or did not start."""
+    """The error line of each line of a shard without output."""
     job = shard.last
     if job is None:
         return replace(
@@ -253,10 +249,10 @@ def merge(
             stack.enter_context(open(error_path, "wb")) if error_file else None,
         )
         for item in checked(source):
-            answer = None if item.fault is not None else next(answers)
-            line = answer_line(item, answer)
+            answer = next(answers) if item.fault is None else item.fault.error(item.number)
+            line = answer if isinstance(answer, bytes) else batch_error_line(item.custom_id, answer)
             result = outcome(line)
-            if isinstance(answer, RequestError):
+            if item.fault is None and isinstance(answer, RequestError):
                 summary.skip(UNANSWERED[answer.code])
             else:
                 summary.count(result)
@@ -268,22 +264,8 @@ def merge(
     return summary
 
 
-def answer_line(item: Checked, answer: bytes | RequestError | None) -> bytes:
-    """A line's output line: its shard's answer, why it has none, or (None) its refusal."""
-    if isinstance(answer, bytes):
-        return answer
-    if isinstance(answer, RequestError):
-        return batch_error_line(item.custom_id, answer)
-    assert item.fault is not None
-    return batch_error_line(item.custom_id, item.fault.error(item.number))
-
-
-def instance_hours(fleet: Fleet) -> float:
-    return sum(job.seconds for shard in fleet.shards for job in shard.jobs) / 3600
-
-
 def report(summary: Summary, fleet: Fleet, price: float | None, complete: bool) -> str:
-    hours = instance_hours(fleet)
+    hours = sum(job.seconds for shard in fleet.shards for job in shard.jobs) / 3600
     cost = f", about ${hours * price:.2f} at ${price:g}/instance-hour" if price else ""
     state = "" if complete else " (incomplete: run the same command again to finish)"
     return f"{summary.counts()}, {hours:.3f} instance-hours{cost}{state}"
@@ -300,28 +282,23 @@ class FleetBatch:
     shard_lines: int = DEFAULT_SHARD_LINES
     price: float | None = None
 
-    @property
-    def shape(self) -> tuple[int, int]:
-        """Instances and the most lines a shard holds: what the shards are cut by."""
-        return self.instances, self.shard_lines
-
 
 def preview(batch: FleetBatch) -> Fleet:
     """The fleet a run would follow; nothing is written."""
     with storage.local_copy(batch.input) as path:
-        return prepare(batch.input, path, Layout(batch.work), *batch.shape, dry_run=True)
+        layout = Layout(batch.work)
+        return prepare(batch.input, path, layout, batch.instances, batch.shard_lines, True)
 
 
 def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call]) -> list[Call]:
     """What a run would write, in order: the shards and `fleet.json` (unless there already), the
-    cancel marker's removal, `first` (the model), a CreateTransformJob for every shard still to
-    start, then the output (and error) file. (A run also rewrites `fleet.json` as jobs go.)"""
+    cancel marker's removal, `first` (the model), the shards' jobs, the output (and error) file."""
     layout = Layout(batch.work)
     new = not storage.exists(layout.at(FLEET))
     fleet = preview(batch)
     saved = [
         *(
-            put(layout.at(f"shards/{shard.name}/{INPUT_NAME}"), f"<{shard.lines} request lines>")
+            put(layout.shard_file(shard), f"<{shard.lines} request lines>")
             for shard in fleet.shards
         ),
         put(layout.at(FLEET), "<the fleet>"),
@@ -329,14 +306,7 @@ def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call])
     marker = [remove(layout.at(CANCEL))] if cancelled(layout) else []
     todo = [shard for shard in pending(fleet, layout) if not attachable(shard, jobs)]
     created = [
-        jobs.call(
-            JobSpec(
-                job_name(batch.name, shard.index, len(shard.jobs) + 1),
-                layout.shard_input(shard),
-                layout.shard_output(shard),
-                slot % jobs.slots,
-            )
-        )
+        jobs.call(layout.spec(next_job(batch.name, shard), shard, slot % jobs.slots))
         for slot, shard in enumerate(todo)
     ]
     merged = [put(batch.output, f"<{fleet.lines} answer lines in input order>")]
@@ -346,11 +316,10 @@ def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call])
 
 
 async def run(batch: FleetBatch, jobs: Jobs, ready: Callable[[], object] = lambda: None) -> int:
-    """Prepare, run and merge; 0 when every line has an answer from its shard's job. `ready` is
-    called once the input is usable, before the first job (it makes the model)."""
+    """Prepare, run and merge; 0 when every line has an answer. `ready` makes the model."""
     layout = Layout(batch.work)
     with storage.local_copy(batch.input) as path:
-        fleet = prepare(batch.input, path, layout, *batch.shape, dry_run=False)
+        fleet = prepare(batch.input, path, layout, batch.instances, batch.shard_lines, False)
         with contextlib.suppress(FileNotFoundError):
             storage.remove(layout.at(CANCEL))
         ready()

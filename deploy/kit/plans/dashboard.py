@@ -1,7 +1,5 @@
 """`deploy dashboard`'s call: one PutDashboard drawing SageMaker's metrics of an endpoint's variant
-(on instances or serverless) beside the container's own (`handler.core.cloudwatch`'s EMF), a
-pure function of the endpoint, variant, region and the container's environment.
-"""
+(on instances or serverless) beside the container's own (`handler.core.cloudwatch`'s EMF)."""
 
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -14,29 +12,21 @@ from vllm_sagemaker.handler.core import cloudwatch
 # SageMaker's endpoint metrics (dimensions EndpointName and VariantName), with their units.
 PLATFORM = "AWS/SageMaker"
 PLATFORM_METRICS = {
-    "Invocations": "None",
-    "Invocation4XXErrors": "None",
-    "Invocation5XXErrors": "None",
+    **dict.fromkeys(("Invocations", "Invocation4XXErrors", "Invocation5XXErrors"), "None"),
     "ModelLatency": "Microseconds",
     "ConcurrentRequestsPerModel": "None",
 }
 # Its instances' metrics (the same dimensions), in percent: each instance reports once a minute,
 # so a minute's sample count of CPUUtilization is the variant's instance count.
 INSTANCES = "/aws/sagemaker/Endpoints"
-INSTANCE_METRICS = {
-    "CPUUtilization": "Percent",
-    "MemoryUtilization": "Percent",
-    "GPUUtilization": "Percent",
-    "GPUMemoryUtilization": "Percent",
-}
-# What SageMaker publishes of a serverless variant beside PLATFORM_METRICS' invocations and
-# latency (AWS/SageMaker; its memory under INSTANCES): cold starts (ModelSetupTime, and
-# OverheadLatency, which includes them), the concurrency used of MaxConcurrency and, with
-# ProvisionedConcurrency, of the copies kept warm. It has no CPU or GPU metrics, nor
-# ConcurrentRequestsPerModel ("Monitor a serverless endpoint": the list is exhaustive).
+INSTANCE_METRICS = dict.fromkeys(
+    ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization"), "Percent"
+)
+# What SageMaker publishes of a serverless variant beside invocations and latency (its memory
+# under INSTANCES): cold starts, the concurrency used and, with ProvisionedConcurrency, the warm
+# copies'. No CPU, GPU nor ConcurrentRequestsPerModel ("Monitor a serverless endpoint").
 SERVERLESS_METRICS = {
-    "ModelSetupTime": "Microseconds",
-    "OverheadLatency": "Microseconds",
+    **dict.fromkeys(("ModelSetupTime", "OverheadLatency"), "Microseconds"),
     "ServerlessConcurrentExecutionsUtilization": "None",
 }
 PROVISIONED_METRICS = {
@@ -47,17 +37,10 @@ PROVISIONED_METRICS = {
 PERCENTILES = ("p50", "p95", "p99")
 PERIOD_S = 60
 _WIDTH, _HEIGHT, _COLUMNS = 12, 6, 2
+_STYLE = {"view": "timeSeries", "stacked": False, "period": PERIOD_S}
 Widget = tuple[str, list[list[Any]]]
 # A widget's line of one namespace: (metric, statistic, label) -> the line.
 Line = Callable[..., list[Any]]
-
-
-def _metric(
-    namespace: str, name: str, dimensions: Sequence[Mapping[str, str]], stat: str, label: str
-) -> list[Any]:
-    """One line of a widget: CloudWatch's [namespace, name, dimension, value, ..., options]."""
-    pairs = [part for dimension in dimensions for part in (dimension["Name"], dimension["Value"])]
-    return [namespace, name, *pairs, {"stat": stat, "label": label}]
 
 
 def dashboard_body(
@@ -67,16 +50,20 @@ def dashboard_body(
     env: Mapping[str, str],
     serverless: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The dashboard of `endpoint`'s `variant` in `region`; `env` is its container's environment,
-    `serverless` the variant's ServerlessConfig (None: it runs on instances)."""
+    """The dashboard of a variant; `serverless` its ServerlessConfig (None: on instances)."""
     platform = [
         {"Name": cloudwatch.ENDPOINT_DIMENSION, "Value": endpoint},
         {"Name": cloudwatch.VARIANT_DIMENSION, "Value": variant},
     ]
 
-    def lines_of(namespace: str, dimensions: list[dict[str, str]]) -> Line:
+    def lines_of(namespace: str, dimensions: Sequence[Mapping[str, str]]) -> Line:
+        """Lines of a widget: CloudWatch's [namespace, name, dimension, value, ..., options]."""
+        pairs = [
+            part for dimension in dimensions for part in (dimension["Name"], dimension["Value"])
+        ]
+
         def line(name: str, stat: str, label: str | None = None) -> list[Any]:
-            return _metric(namespace, name, dimensions, stat, label or f"{name} {stat}")
+            return [namespace, name, *pairs, {"stat": stat, "label": label or f"{name} {stat}"}]
 
         return line
 
@@ -136,14 +123,7 @@ def dashboard_body(
                 "y": _HEIGHT * (index // _COLUMNS),
                 "width": _WIDTH,
                 "height": _HEIGHT,
-                "properties": {
-                    "title": title,
-                    "region": region,
-                    "view": "timeSeries",
-                    "stacked": False,
-                    "period": PERIOD_S,
-                    "metrics": lines,
-                },
+                "properties": {"title": title, "region": region, **_STYLE, "metrics": lines},
             }
             for index, (title, lines) in enumerate(widgets)
         ]
@@ -156,19 +136,13 @@ def spread(line: Line, name: str) -> list[list[Any]]:
 
 
 def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Widget]:
-    """What SageMaker draws of a serverless variant in place of its instances: cold starts, memory
-    and the concurrency used; with provisioned concurrency, the warm copies' use and the
-    invocations that spilled over to cold ones. `aws` and `instance` make a line of
-    AWS/SageMaker and of INSTANCES."""
+    """What SageMaker draws of a serverless variant in place of its instances."""
     widgets: list[Widget] = [
         (
             "Cold starts: model setup time (microseconds)",
-            [aws("ModelSetupTime", "Maximum"), aws("ModelSetupTime", "Average")],
+            [aws("ModelSetupTime", stat) for stat in ("Maximum", "Average")],
         ),
-        (
-            "Memory use (%)",
-            [instance("MemoryUtilization", "Average"), instance("MemoryUtilization", "Maximum")],
-        ),
+        ("Memory use (%)", [instance("MemoryUtilization", s) for s in ("Average", "Maximum")]),
         (
             "Concurrency used (of MAX_CONCURRENCY)",
             spread(aws, "ServerlessConcurrentExecutionsUtilization"),
@@ -196,8 +170,7 @@ def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Wid
 
 
 def metrics_warning(endpoint: str, env: Mapping[str, str]) -> str | None:
-    """The warning for a container that writes none of its own metrics (SAGEMAKER_METRICS unset
-    or empty in its environment, as `serve` reads it): half the graphs would stay empty."""
+    """The warning for a container that writes none of its own metrics (half the graphs)."""
     if env.get(cloudwatch.METRICS_VARIABLE, "").strip():
         return None
     return (
@@ -209,6 +182,5 @@ def metrics_warning(endpoint: str, env: Mapping[str, str]) -> str | None:
 
 
 def dashboard_call(name: str, body: Mapping[str, Any]) -> Call:
-    return Call(
-        "cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": json.dumps(body)}
-    )
+    params = {"DashboardName": name, "DashboardBody": json.dumps(body)}
+    return Call("cloudwatch", "PutDashboard", params)

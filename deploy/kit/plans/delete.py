@@ -2,31 +2,10 @@
 variants, and every endpoint config and model named NAME or `NAME-<UTC time>` (the kit's versions
 of it) that no other endpoint runs on; nothing else (`NAME-prod` is another's)."""
 
-from collections.abc import Sequence
-
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit.plans.names import is_version_of
 from vllm_sagemaker.deploy.kit.plans.scaling import scaling_deletions, standing
-
-
-def delete_calls(
-    endpoint: str | None,
-    configs: Sequence[str],
-    models: Sequence[str],
-    scaling: Sequence[Call] = (),
-) -> list[Call]:
-    """What `deploy delete` removes: the endpoint (None: there is none), its `scaling`'s
-    deletions, then the endpoint configs and models, each once, in the order given."""
-    return [
-        *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": endpoint})] if endpoint else []),
-        *scaling,
-        *(
-            Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c})
-            for c in dict.fromkeys(configs)
-        ),
-        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in dict.fromkeys(models)),
-    ]
 
 
 def _runs_on(reads: Reads, endpoint: str) -> tuple[str, list[str]]:
@@ -39,9 +18,7 @@ def _runs_on(reads: Reads, endpoint: str) -> tuple[str, list[str]]:
 
 
 def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
-    """What `deploy delete --name NAME` removes, and the lines of what it keeps: what the endpoint
-    uses under another name, and what another endpoint runs on (without it, that endpoint could
-    not scale nor replace an instance)."""
+    """What `deploy delete --name NAME` removes, and what it keeps (not its, or in use)."""
     endpoint = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}))
     kept: list[str] = []
     if endpoint:
@@ -54,7 +31,7 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
     configs, models = (
         [
             found
-            for found in reads.names(operation, items, key, NameContains=name)
+            for found in dict.fromkeys(reads.names(operation, items, key, NameContains=name))
             if is_version_of(name, found)
         ]
         for operation, items, key in (
@@ -69,6 +46,10 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
             for taken in [n for n in names if n in held]:
                 names.remove(taken)
                 kept.append(f"keeps {kind} {taken}: endpoint {other} runs on it")
-    scaled = scaling_deletions(name, *standing(reads, name))
     # The endpoint first: while it stands (its deletion refused), it keeps its scaling.
-    return delete_calls(name if endpoint else None, configs, models, scaled), kept
+    return [
+        *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": name})] if endpoint else []),
+        *scaling_deletions(name, *standing(reads, name)),
+        *(Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c}) for c in configs),
+        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
+    ], kept

@@ -1,6 +1,5 @@
-"""`deploy endpoint`'s calls: a model, an endpoint config and the endpoint, or, for an endpoint
-that exists, a new version of the model and config and an UpdateEndpoint; its one variant runs
-on instances or serverless (`plans.serverless`)."""
+"""`deploy endpoint`'s calls: a model, an endpoint config and the endpoint (for an endpoint that
+exists, versions of the model and config and an UpdateEndpoint), on instances or serverless."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,15 +22,12 @@ DEFAULT_INSTANCE_COUNT = 1
 
 @dataclass(frozen=True)
 class Instances:
-    """What a variant on instances asks of SageMaker."""
-
     instance_type: str
     count: int = DEFAULT_INSTANCE_COUNT
 
 
 def capacity(hosting: Instances | Serverless) -> dict[str, Any]:
-    """A variant's fields: its instances (with an LLM's start-up timeouts and, on GPUs, the
-    inference AMI whose driver runs the image), or its ServerlessConfig (which takes neither)."""
+    """A variant's fields: its instances (an LLM's timeouts; the GPU AMI), or ServerlessConfig."""
     if isinstance(hosting, Serverless):
         return {"ServerlessConfig": hosting.config()}
     fields: dict[str, Any] = {
@@ -55,11 +51,8 @@ def endpoint_calls(
     async_output: str | None = None,
     version: str | None = None,
 ) -> list[Call]:
-    """CreateModel, CreateEndpointConfig, CreateEndpoint for a real-time (or async, or
-    serverless) endpoint.
-
-    With `version` (the endpoint exists already) the model and config get a versioned name and
-    the endpoint is updated to them: SageMaker swaps instances without downtime."""
+    """CreateModel, CreateEndpointConfig, CreateEndpoint; with `version` (the endpoint exists),
+    a versioned model and config and an UpdateEndpoint (SageMaker swaps without downtime)."""
     resource = versioned(name, version) if version else name
     variant = {"VariantName": VARIANT, "ModelName": resource, **capacity(hosting)}
     config: dict[str, Any] = {
@@ -93,8 +86,7 @@ def update_warnings(
     scaled: Sequence[str],
     hosting: Instances | Serverless,
 ) -> list[str]:
-    """What an update of `name` (its `tags`, config `variants`, scalable targets' ResourceIds)
-    warns of: an endpoint the kit did not make; a scaling variant's instance type changed."""
+    """What an update of `name` warns of: not the kit's; a scaling variant's type changed."""
     lines = []
     if not made_by_kit(tags):
         lines.append(

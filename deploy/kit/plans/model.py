@@ -1,7 +1,5 @@
 """The model a `deploy` command creates: where its container finds the weights, its environment,
-the CreateModel call, and whether SageMaker holds that model already. Like every plan rule, pure
-functions of the options and what was read, to `Call`s and notes the command prints.
-"""
+the CreateModel call, and whether SageMaker holds that model already."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,9 +22,8 @@ ROLE_PLACEHOLDER = f"<{ROLE_VARIABLE}>"
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where the container finds the model: a hub id, a .tar.gz, or an uncompressed S3 prefix,
-    which SageMaker downloads before start (ModelDataSource) or, with `stream`, the container
-    streams to the engine itself (vLLM's Run:ai streamer; SM_VLLM_MODEL=s3://...)."""
+    """Where the container finds the model: a hub id, a .tar.gz, or an S3 prefix SageMaker
+    downloads before start or, with `stream`, vLLM's Run:ai streamer reads (SM_VLLM_MODEL)."""
 
     model_id: str | None = None
     model_data: str | None = None
@@ -40,22 +37,17 @@ class ModelSource:
             environment["HF_MODEL_ID"] = self.model_id
         if self.model_data:
             definition["ModelDataUrl"] = self.model_data
-        if self.model_prefix and self.stream:
-            environment["SM_VLLM_MODEL"] = self.model_prefix.rstrip("/") + "/"
-        elif self.model_prefix:
-            definition["ModelDataSource"] = {
-                "S3DataSource": {
-                    "S3Uri": self.model_prefix.rstrip("/") + "/",
-                    "S3DataType": "S3Prefix",
-                    "CompressionType": "None",
-                }
-            }
+        prefix = self.model_prefix.rstrip("/") + "/" if self.model_prefix else None
+        if prefix and self.stream:
+            environment["SM_VLLM_MODEL"] = prefix
+        elif prefix:
+            source = {"S3Uri": prefix, "S3DataType": "S3Prefix", "CompressionType": "None"}
+            definition["ModelDataSource"] = {"S3DataSource": source}
         return definition
 
 
 def model_env(env: Mapping[str, str], instance_type: str | None) -> dict[str, str]:
-    """The container's environment: the user's settings, tensor parallelism over every GPU of
-    the instance unless the user chose it (None: no instance, a serverless endpoint's CPUs)."""
+    """The user's settings, with tensor parallelism over every GPU unless the user chose it."""
     result = dict(env)
     gpus = gpu_count(instance_type) if instance_type else 0
     if gpus > 1 and "SM_VLLM_TENSOR_PARALLEL_SIZE" not in result:
@@ -66,16 +58,9 @@ def model_env(env: Mapping[str, str], instance_type: str | None) -> dict[str, st
 def create_model(
     name: str, image: str, source: ModelSource, env: Mapping[str, str], role: str
 ) -> Call:
-    return Call(
-        "sagemaker",
-        "CreateModel",
-        {
-            "ModelName": name,
-            "PrimaryContainer": source.container(image, env),
-            "ExecutionRoleArn": role,
-            "Tags": TAGS,
-        },
-    )
+    container = source.container(image, env)
+    params = {"ModelName": name, "PrimaryContainer": container, "ExecutionRoleArn": role}
+    return Call("sagemaker", "CreateModel", {**params, "Tags": TAGS})
 
 
 _DATA_SOURCE = ("S3Uri", "S3DataType", "CompressionType")
@@ -85,9 +70,8 @@ _WHERE = (cloudwatch.ENDPOINT_VARIABLE, cloudwatch.VARIANT_VARIABLE)
 
 
 def _as_created(container: Mapping[str, Any]) -> dict[str, Any]:
-    """What the kit sets of a container, as it sets it: SageMaker's DescribeModel adds fields
-    of its own (the data source's ETag and manifest, the container's Mode), left out here, and
-    so are the variables that name an endpoint's metrics."""
+    """What the kit sets of a container, without what DescribeModel adds (the data source's ETag
+    and manifest, the container's Mode) nor the variables that name an endpoint's metrics."""
     source = container.get("ModelDataSource", {}).get("S3DataSource", {})
     return {
         "Image": container.get("Image"),
@@ -102,9 +86,7 @@ def _as_created(container: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def model_differences(existing: Mapping[str, Any], planned: Call, role_known: bool) -> list[str]:
-    """What differs between a model SageMaker holds (DescribeModel's answer) and the CreateModel
-    call the kit would make: the container's image, environment and model data, and the role
-    (when it is known: a dry run may go without)."""
+    """What differs between a DescribeModel answer and the CreateModel call (role if known)."""
     wanted = _as_created(planned.params["PrimaryContainer"])
     held = _as_created(existing.get("PrimaryContainer", {}))
     differences = [
@@ -117,9 +99,8 @@ def model_differences(existing: Mapping[str, Any], planned: Call, role_known: bo
 
 
 def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
-    """The CreateModel call, unless SageMaker holds that model already as the kit would create
-    it (then none, and a note saying so); ClientError naming the difference when it holds another
-    model of that name."""
+    """The CreateModel call, unless SageMaker holds that model as the kit would create it (then a
+    note); ClientError naming the difference when it holds another of that name."""
     name = model.params["ModelName"]
     existing = reads.describe(
         Call("sagemaker", "DescribeModel", {"ModelName": name}),

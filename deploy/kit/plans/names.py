@@ -1,6 +1,5 @@
-"""The names the deploy kit gives what it creates on SageMaker (`--name` as it is, an update's
-`NAME-<UTC time>`, `deploy batch`'s jobs `NAME-<shard>-<attempt>`) and the tag it puts on it.
-"""
+"""The names the deploy kit gives what it creates on SageMaker (`--name`, an update's
+`NAME-<UTC time>`, `deploy batch`'s jobs `NAME-<shard>-<attempt>`) and the tag it puts on it."""
 
 import re
 import time
@@ -16,7 +15,6 @@ VERSION_FORMAT = "%Y%m%d-%H%M%S"
 
 
 def made_by_kit(tags: Sequence[Mapping[str, str]]) -> bool:
-    """Whether a resource's tags (ListTags' answer) hold the kit's `TAGS`."""
     return any(tag in TAGS for tag in tags)
 
 
@@ -26,18 +24,14 @@ def version(now: float | None = None) -> str:
 
 
 def versioned(name: str, version: str) -> str:
-    """The name of `name`'s model and config at `version`."""
     return f"{name}-{version}"
 
 
 def is_version_of(name: str, candidate: str) -> bool:
-    """Whether `candidate` is `name` itself or one of the kit's versions of it, `NAME-<UTC time>`
-    exactly: `chat-20250101-000000` is chat's, `chat-prod` and `chat-prod-20250101-000000` are
-    not."""
-    if candidate == name:
-        return True
-    if not candidate.startswith(name + "-"):
-        return False
+    """Whether `candidate` is `name` or `NAME-<UTC time>` exactly: `chat-20250101-000000` is
+    chat's, `chat-prod` and `chat-prod-20250101-000000` are not."""
+    if candidate == name or not candidate.startswith(name + "-"):
+        return candidate == name
     stamp = candidate[len(name) + 1 :]
     try:
         parsed = time.strptime(stamp, VERSION_FORMAT)
@@ -52,7 +46,6 @@ def job_suffix(shard: int, attempt: int) -> str:
 
 
 def job_name(batch: str, shard: int, attempt: int) -> str:
-    """`<batch>-<shard>-<attempt>`, the batch name cut when the suffix outgrows the room
-    `deploy.kit.checks` keeps for it, so the whole stays a valid job name."""
+    """`<batch>-<shard>-<attempt>`, the batch name cut so that the whole stays a valid name."""
     suffix = job_suffix(shard, attempt)
     return batch[: MAX_NAME - len(suffix)].rstrip("-") + suffix

@@ -1,9 +1,6 @@
-"""What a failed deploy takes back (`deploy.base.run.Rollback`), and how a line names what a call
-touches. A Create that succeeded made what it names, so its deletion touches nothing older; a
-deletion or a read takes nothing back; a write may have replaced something, so it stays, said,
-as does a scaling target or policy the run replaced (`undo_beside`); an UpdateEndpoint switched
-a live endpoint: it stays, with the config and model it now runs on.
-"""
+"""What a failed deploy takes back (`deploy.base.run.Rollback`): what a Create made; a write (it
+may have replaced something), a scaling target or policy the run replaced and an UpdateEndpoint
+(with what it runs on) stay, said; and how a line names what a call touches."""
 
 from collections.abc import Callable, Sequence
 
@@ -49,7 +46,6 @@ _DELETIONS = {
 
 
 def _deletion(call: Call) -> Call | None:
-    """The call that deletes what `call` created; None when it created nothing to delete."""
     if (call.service, call.operation) in _DELETIONS:
         operation, key = _DELETIONS[call.service, call.operation]
         return Call(call.service, operation, {key: call.params[key]})
@@ -69,9 +65,7 @@ def _uses(call: Call) -> tuple[str, ...]:
 
 
 def undo(call: Call) -> Undo | None:
-    """How a failed run takes `call` back: the deletion of what it created, a write that stays
-    (Undo without a call), an UpdateEndpoint that stays with what the endpoint now runs on, or
-    None (it left nothing to take back)."""
+    """How a failed run takes `call` back (None: it left nothing to take back)."""
     deletion = _deletion(call)
     if deletion is not None:
         return Undo(touched(call), deletion, _uses(call))
@@ -86,8 +80,7 @@ def undo(call: Call) -> Undo | None:
 
 
 def undo_beside(replaced: Sequence[Call]) -> Callable[[Call], Undo | None]:
-    """`undo` for a run whose calls `replaced` replace what stood before it (a scalable target
-    or scaling policy the plan read): those stay, named, as a write does."""
+    """`undo` for a run whose calls `replaced` replace what stood before: those stay, named."""
 
     def rule(call: Call) -> Undo | None:
         return Undo(touched(call)) if call in replaced else undo(call)

@@ -1,10 +1,9 @@
-"""Cutting input into shards: contiguous runs of whole lines, each an object one instance reads
-(SageMaker gives an object to one instance only), so each shard's `.out` keeps the input's order.
-`deploy transform` cuts the files under --input, when fewer than its instances, in proportion
-to their lines, into `<output>-parts/<job>/<file>.part-NNNNN.<ext>` (never into the input);
-`deploy batch` cuts a batch file's valid lines into shards of at most `--shard-lines` lines.
-"""
+"""Cutting input into shards, contiguous runs of whole lines (SageMaker gives an object to one
+instance only): `deploy transform` cuts the files under --input, when fewer than its instances,
+into `<output>-parts/<job>/<file>.part-NNNNN.<ext>`; `deploy batch` a batch file's valid lines
+into shards of at most `--shard-lines` lines."""
 
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -18,24 +17,16 @@ DEFAULT_SHARD_LINES = 2000
 
 
 def ranges(line_count: int, shards: int) -> list[tuple[int, int]]:
-    """`shards` contiguous [start, end) line ranges covering `line_count` lines, sizes differing
-    by at most one; fewer when there are fewer lines than shards; none for no lines."""
+    """`shards` contiguous [start, end) ranges of `line_count` lines, sizes within one."""
     shards = min(shards, line_count)
     if shards <= 0:
         return []
     size, extra = divmod(line_count, shards)
-    bounds: list[tuple[int, int]] = []
-    start = 0
-    for index in range(shards):
-        end = start + size + (1 if index < extra else 0)
-        bounds.append((start, end))
-        start = end
-    return bounds
+    return list(itertools.pairwise(i * size + min(i, extra) for i in range(shards + 1)))
 
 
 def shards_per_file(line_counts: Sequence[int], instances: int) -> list[int]:
-    """How many shards each input file becomes so that the shards number at least `instances`:
-    files are cut in proportion to their lines (each at least one shard)."""
+    """Shards per file, in proportion to its lines, so that they number at least `instances`."""
     total = sum(line_counts)
     if len(line_counts) >= instances or total == 0:
         return [1] * len(line_counts)
@@ -44,17 +35,14 @@ def shards_per_file(line_counts: Sequence[int], instances: int) -> list[int]:
 
 
 def shard_prefix(output: str, job: str) -> str:
-    """Where a job's input shards go: `<output>-parts/<job>/` beside the output prefix (the
-    bucket's `parts/<job>/` for an output at a bucket's root). A job name holds no `/`, so two
-    jobs never share one."""
+    """Where a job's shards go: `<output>-parts/<job>/` (at a bucket's root `parts/<job>/`)."""
     bucket, key = s3_uri.s3_parts(output)
     base = key.rstrip("/")
     return f"{s3_uri.S3}{bucket}/{base + '-' if base else ''}parts/{job}/"
 
 
 def overlap(input_prefix: str, target: str) -> bool:
-    """Whether the shards' prefix and the input select any key in common (S3 prefixes are plain
-    string prefixes): the job would read its input's shards, or the shards its input."""
+    """Whether the shards' prefix and the input select any key in common."""
     return target.startswith(input_prefix) or input_prefix.startswith(target)
 
 
@@ -71,7 +59,7 @@ def is_shard(key: str) -> bool:
 
 @dataclass(frozen=True)
 class Counted:
-    """An input file: its URI, its path under the input prefix, and how many lines it holds."""
+    """An input file: its URI, its path under the input prefix, and its lines."""
 
     uri: str
     relative: str
@@ -79,8 +67,7 @@ class Counted:
 
 
 def shard_calls(files: Sequence[Counted], instances: int, target: str) -> list[Call]:
-    """The PutObject of every shard of `files` under `target`: `a/b.jsonl` becomes
-    `a/b.part-00000.jsonl`, `a/b.part-00001.jsonl`, ... in line order."""
+    """The PutObject of every shard of `files` under `target`, in line order."""
     calls = []
     counts = [file.lines for file in files]
     for file, shards in zip(files, shards_per_file(counts, instances), strict=True):
@@ -90,15 +77,7 @@ def shard_calls(files: Sequence[Counted], instances: int, target: str) -> list[C
     return calls
 
 
-def shard_count(requests: int, instances: int, shard_lines: int) -> int:
-    """Shards for `requests` valid lines: one per instance at least, at most `shard_lines` lines
-    each, never more shards than lines."""
-    if requests <= 0:
-        return 0
-    return min(requests, max(instances, math.ceil(requests / shard_lines)))
-
-
 def shard_sizes(requests: int, instances: int, shard_lines: int) -> list[int]:
-    """The lines of each shard, in order, sizes differing by at most one."""
-    count = shard_count(requests, instances, shard_lines)
+    """Shard sizes: one shard per instance at least, `shard_lines` lines each at most."""
+    count = max(instances, math.ceil(requests / shard_lines))
     return [end - start for start, end in ranges(requests, count)]

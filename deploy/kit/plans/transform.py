@@ -4,7 +4,7 @@ the CreateTransformJob (which `deploy batch` makes once per shard)."""
 from typing import Any
 
 from vllm_sagemaker.deploy.base import storage
-from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.calls import Call, remove
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit.plans import shards
@@ -28,8 +28,7 @@ def transform_call(
     join_input: bool,
     model: str | None = None,
 ) -> Call:
-    """CreateTransformJob over JSON Lines: Line split, MultiRecord, AssembleWith Line; the model
-    is the job's namesake unless `model` names another."""
+    """CreateTransformJob over JSON Lines; the model is the job's namesake unless `model`."""
     params: dict[str, Any] = {
         "TransformJobName": name,
         "ModelName": model or name,
@@ -60,10 +59,8 @@ def transform_call(
 def shard_plan(
     reads: Reads, input_prefix: str, output: str, job: str, instances: int
 ) -> tuple[str, list[Call], list[str]]:
-    """The prefix the job should read, the calls that fill it, and a note on them:
-    `input_prefix` itself when it holds at least as many files as instances, else the job's own
-    prefix beside the output with the files cut into shards (and the shards an earlier attempt
-    of the job left there deleted)."""
+    """The prefix the job reads (`input_prefix` when it holds as many files as instances, else
+    the job's shard prefix), the calls that fill it (deleting an earlier attempt's), a note."""
     target = shards.shard_prefix(output, job)  # outside the input (checks.shards_problem)
     bucket = s3_uri.s3_parts(input_prefix)[0]
     assumed = len(reads.assumed)
@@ -106,11 +103,7 @@ def shard_plan(
             f"{target} holds {foreign[0]}, which no cut wrote, and the job would read it: remove "
             "it, or give the job another --name"
         )
-    deletes = [
-        Call("s3", "DeleteObject", {"Bucket": bucket, "Key": key})
-        for key in found
-        if key not in planned
-    ]
+    deletes = [remove(f"{s3_uri.S3}{bucket}/{key}") for key in found if key not in planned]
     note = (
         f"{len(files)} file(s) under {input_prefix} for {instances} instances: the run cuts "
         f"them into {len(puts)} shards under {target}"
