@@ -77,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="answer only the lines the output (and error file) do not hold yet",
     )
+    parser.add_argument(
+        "--resume-from",
+        metavar="OUTPUT",
+        help="take the answers an earlier run kept for OUTPUT, whose delivery failed, and "
+        "deliver them to -o with the rest; none is answered again",
+    )
     invoke.add_wait_ready_argument(parser, "; with --endpoint")
     parser.add_argument(
         "--output-tmp-dir",

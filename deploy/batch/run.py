@@ -48,6 +48,8 @@ class BatchSettings:
     max_inflight: int
     max_retries: int
     resume: bool
+    # An earlier run's output whose kept answers go to this output (`--resume-from`).
+    resume_from: str | None
     # Where remote, .gz and stdout outputs are staged (None: the system's temporary directory).
     output_tmp_dir: str | None
     # The key sent to --endpoint's container, or required by --model's engine (None there: a
@@ -102,8 +104,8 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
 
 def stopped(error: ClientError, answered: int) -> ClientError:
     """The line of a run stopped by `error` with `answered` lines in its outputs, naming
-    `--resume` when there are some."""
-    if not answered:
+    `--resume` when there are some (an undelivered output's line already says how)."""
+    if not answered or isinstance(error, staging.Undelivered):
         return error
     return ClientError(f"{error.line}; {answered} lines are answered and kept: {interrupts.RESUME}")
 
@@ -146,11 +148,9 @@ async def run(settings: BatchSettings) -> Summary:
 async def _run(settings: BatchSettings, summary: Summary) -> Summary:
     answered = Answered()
 
-    def sink_for(uri: str) -> staging.Sink:
-        return staging.Sink(uri, settings.output_tmp_dir, settings.resume)
-
-    output = sink_for(settings.output_file)
-    errors = sink_for(settings.error_file) if settings.error_file else None
+    tmp_dir, resume = settings.output_tmp_dir, settings.resume
+    output = staging.Sink(settings.output_file, tmp_dir, resume, settings.resume_from)
+    errors = staging.Sink(settings.error_file, tmp_dir, resume) if settings.error_file else None
     if errors is not None and errors.directory == output.directory:
         raise ClientError(
             f"cannot write {settings.error_file}: it is the output itself; give --error-file a "

@@ -90,17 +90,31 @@ def _named(option: str, field: str, given: int | None, answer: dict) -> str:
     return f"the container's {field}" if field in answer else field
 
 
+def _answered(answer: dict, field: str, option: str) -> int | None:
+    """The container's whole number for `field`, None when it gives none."""
+    value = answer.get(field)
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        raise Refused(
+            f"the container's /execution-parameters gives {field} {value!r}, not a whole number: "
+            f"set {option}"
+        ) from None
+
+
 def settings(job: TransformJob, answer: dict) -> Settings:
     """SageMaker's precedence: the job's values, then the container's answer, then defaults."""
-    concurrency = job.max_concurrent_transforms or answer.get("MaxConcurrentTransforms")
+    concurrency = job.max_concurrent_transforms or _answered(
+        answer, "MaxConcurrentTransforms", "--max-concurrent-transforms"
+    )
     payload = job.max_payload_mb
     if payload is None:
-        payload = answer.get("MaxPayloadInMB", DEFAULT_PAYLOAD_MB)
+        payload = _answered(answer, "MaxPayloadInMB", "--max-payload-mb")
     strategy = job.batch_strategy or answer.get("BatchStrategy") or "MultiRecord"
     result = Settings(
-        concurrency=int(concurrency or DEFAULT_CONCURRENCY),
-        multi_record=strategy.replace("_", "").upper() == "MULTIRECORD",
-        max_payload_mb=int(payload),
+        concurrency=concurrency or DEFAULT_CONCURRENCY,
+        multi_record=str(strategy).replace("_", "").upper() == "MULTIRECORD",
+        max_payload_mb=DEFAULT_PAYLOAD_MB if payload is None else payload,
     )
     given_concurrency = job.max_concurrent_transforms or None
     problem = payload_problem(

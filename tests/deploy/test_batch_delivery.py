@@ -50,9 +50,11 @@ def test_an_output_bucket_that_cannot_be_written_is_refused_before_any_line(
 IDS = [f"l{i}" for i in range(3)]
 
 
-def undelivered(tmp_path: Path, bucket: str, *more: str) -> tuple[list[str], int]:
-    """A run to s3://BUCKET/x.jsonl whose bucket goes away while its only mini-batch is held:
-    its lines on stderr, and the mini-batches the container was sent."""
+def undelivered(tmp_path: Path, bucket: str, corrected: str | None = None) -> tuple[list[str], int]:
+    """A run to s3://BUCKET/x.jsonl whose bucket goes away while its only mini-batch is held,
+    then the same command with `--resume` once the bucket is back (or, `corrected`, with that
+    output and `--resume-from` the old one): its lines on stderr, and the mini-batches the
+    container was sent."""
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket=bucket)
     (tmp_path / "in.jsonl").write_bytes(jsonl([completion(i) for i in IDS]))
@@ -62,15 +64,20 @@ def undelivered(tmp_path: Path, bucket: str, *more: str) -> tuple[list[str], int
         output_tmp_dir=str(tmp_path / "staging"),
     )
     with holding(hold_after=0) as (url, container):
-        command = [cli.VLLM_SAGEMAKER, "batch", *args, *more, "--endpoint", url]
+        command = [cli.VLLM_SAGEMAKER, "batch", *args, "--endpoint", url]
         runner = processes.spawn(command, stderr=subprocess.PIPE)
         container.until_held(1)
         s3.delete_bucket(Bucket=bucket)
         container.release.set()
         _, stderr = runner.communicate(timeout=120)
         assert runner.returncode == 1
-        s3.create_bucket(Bucket=bucket)
-        again = batch(*args, *more, "--resume", "--endpoint", url)
+        if corrected is None:
+            s3.create_bucket(Bucket=bucket)
+            again = batch(*args, "--resume", "--endpoint", url)
+        else:
+            old = args[args.index("--output-file") + 1]
+            args[args.index(old)] = corrected
+            again = batch(*args, "--resume-from", old, "--endpoint", url)
         assert again.returncode == 0, again.stderr
         return stderr.decode().splitlines(), container.posts
 
@@ -90,6 +97,21 @@ def test_answers_that_cannot_be_delivered_are_kept_and_resume_delivers_them(
     ), said
     assert posts == 1
     body = boto3.client("s3").get_object(Bucket="undelivered-back", Key="x.jsonl")["Body"]
+    assert [line["custom_id"] for line in read(body.read())] == IDS
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_a_corrected_output_with_resume_from_gets_the_kept_answers(
+    tmp_path: Path, aws: dict[str, str]
+) -> None:
+    """The command the line gives, with a corrected -o: the kept answers are delivered there,
+    the container is sent nothing more, and no staging is left."""
+    boto3.client("s3").create_bucket(Bucket="corrected-output")
+    lines, posts = undelivered(tmp_path, "gone-output", "s3://corrected-output/x.jsonl")
+    (said,) = lines
+    assert said.endswith("or with a corrected output and --resume-from s3://gone-output/x.jsonl")
+    assert posts == 1
+    body = boto3.client("s3").get_object(Bucket="corrected-output", Key="x.jsonl")["Body"]
     assert [line["custom_id"] for line in read(body.read())] == IDS
     assert list((tmp_path / "staging").iterdir()) == []
 
