@@ -14,13 +14,7 @@ from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.options import (
-    instance_note,
-    role,
-    say,
-    source,
-    transform_note,
-)
+from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 
 
@@ -72,13 +66,8 @@ def _on_sagemaker(
     refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
     instance_note(args.instance_type)
-    model = create_model(
-        args.name,
-        args.image,
-        source(args),
-        model_env(env_from_pairs(args.env), args.instance_type),
-        role(args, reads),
-    )
+    env = model_env(env_from_pairs(args.env), args.instance_type)
+    model = create_model(args.name, args.image, source(args), env, role(args, reads))
     first, notes = model_calls(reads, model)
     for note in notes:
         say(note)

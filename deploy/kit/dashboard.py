@@ -1,7 +1,6 @@
 """`deploy dashboard`: write (or replace) the CloudWatch dashboard NAME for the endpoint NAME
-(`deploy.kit.plans.dashboard`) from its variant and its model's environment; a dry run that
-cannot read them assumes what `deploy endpoint` makes, and says so.
-"""
+from its variant and its model's environment; a dry run that cannot read them assumes what
+`deploy endpoint` makes, and says so."""
 
 import argparse
 from dataclasses import dataclass
@@ -44,13 +43,8 @@ def container_of(reads: Reads, name: str) -> Drawn | None:
         return Drawn(VARIANT, None, metrics_env({}, name, None))
     if endpoint is None:
         return None
-    config = reads.describe(
-        Call(
-            "sagemaker",
-            "DescribeEndpointConfig",
-            {"EndpointConfigName": endpoint["EndpointConfigName"]},
-        )
-    )
+    config_name = {"EndpointConfigName": endpoint["EndpointConfigName"]}
+    config = reads.describe(Call("sagemaker", "DescribeEndpointConfig", config_name))
     variants: list[dict[str, Any]] = (config or {}).get("ProductionVariants") or [{}]
     first = variants[0]
     model = (
@@ -75,9 +69,7 @@ def main(args: argparse.Namespace) -> int:
     if warning:
         say(warning)
     body = dashboard_body(region, args.name, found.variant, found.env, found.serverless)
-    call = dashboard_call(args.name, body)
-    answers = execute([call], args.dry_run, reads.assumed)
-    for answer in answers:
+    for answer in execute([dashboard_call(args.name, body)], args.dry_run, reads.assumed):
         for message in answer.get("DashboardValidationMessages", []):
             say(f"warning: CloudWatch: {message.get('Message', message)}")
     if not args.dry_run:

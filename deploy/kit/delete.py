@@ -1,8 +1,6 @@
-"""`deploy delete`: the endpoint NAME, the scaling policies and scalable targets of its variants
-(`deploy endpoint --autoscale`'s), and every endpoint config and model named NAME or
-`NAME-<UTC time>` that no other endpoint runs on (`deploy.kit.plans.delete`), one call at a
-time, each said as it is removed: a failed deletion is said and the rest go on, except that
-nothing of a standing endpoint is deleted after its own deletion failed."""
+"""`deploy delete`: what `deploy.kit.plans.delete` plans, one call at a time, each said as it is
+removed: a failed deletion is said and the rest go on, except that nothing of a standing
+endpoint is deleted after its own deletion failed."""
 
 import argparse
 

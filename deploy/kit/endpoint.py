@@ -1,9 +1,6 @@
 """`deploy endpoint`: create (or update) a real-time, async or serverless endpoint, wait until it
-is InService and, with --autoscale, put its variant under Application Auto Scaling
-(`deploy.kit.plans.scaling`). It reads (`deploy.base.reads`), plans (`deploy.kit.plans`) and
-runs or, with --dry-run, prints the plan (`deploy.base.run`); a failed run removes what it
-created unless --keep-on-failure (`deploy.kit.plans.rollback`).
-"""
+is InService and, with --autoscale, put its variant under Application Auto Scaling; a failed run
+removes what it created unless --keep-on-failure."""
 
 import argparse
 from typing import Any
@@ -16,6 +13,7 @@ from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
+from vllm_sagemaker.deploy.kit.no_wait import not_waited
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, serverless_note, source
 from vllm_sagemaker.deploy.kit.plans.endpoint import (
     DEFAULT_INSTANCE_COUNT,
@@ -39,9 +37,14 @@ from vllm_sagemaker.deploy.kit.plans.serverless import Serverless, update_proble
 from vllm_sagemaker.deploy.kit.serverless_options import serverless
 
 
-def default_image(reads: Reads, target: str) -> str:
-    """The image for an endpoint given no --image: `deploy image --target T`'s, which ECR must
-    hold in the region (a dry run that cannot read ECR assumes it does)."""
+def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
+    """The image for an endpoint given no --image: `deploy image --target T`'s (cpu on
+    Serverless), which ECR must hold in the region (a dry run that cannot read ECR assumes it
+    does)."""
+    instance_type = None if isinstance(hosted, Serverless) else hosted.instance_type
+    target = image_target(instance_type) if instance_type else "cpu"
+    if target is None:  # refused before (checks.no_image_problem)
+        raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
     repository, tag = build.REPOSITORY, build.default_tag(target)
     first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
     assumed = len(reads.assumed)
@@ -58,9 +61,7 @@ def default_image(reads: Reads, target: str) -> str:
             f"no --image given, and ECR holds no repository {repository} in {where}: " + first
         )
     images = Call(
-        "ecr",
-        "DescribeImages",
-        {"repositoryName": repository, "imageIds": [{"imageTag": tag}]},
+        "ecr", "DescribeImages", {"repositoryName": repository, "imageIds": [{"imageTag": tag}]}
     )
     if reads.describe(images) is None:
         raise ClientError(
@@ -72,14 +73,6 @@ def default_image(reads: Reads, target: str) -> str:
     return uri
 
 
-def scaling(args: argparse.Namespace) -> Scaling | None:
-    """What --autoscale, --scale-on and --target ask for (checked before: `checks`)."""
-    found = parsed_range(args.autoscale) if args.autoscale else None
-    if found is None:
-        return None
-    return Scaling(*found, args.scale_on or CONCURRENCY, args.scale_target)
-
-
 def hosting(args: argparse.Namespace) -> Instances | Serverless:
     """Where the endpoint runs: serverless, or on --instance-type (checked before: `checks`)."""
     found = serverless(args)
@@ -89,27 +82,14 @@ def hosting(args: argparse.Namespace) -> Instances | Serverless:
     return Instances(args.instance_type, count)
 
 
-def image_for(where: Instances | Serverless) -> str:
-    """The image (`deploy image --target`) the endpoint takes: the cpu one on Serverless."""
-    if isinstance(where, Serverless):
-        return "cpu"
-    target = image_target(where.instance_type)
-    if target is None:  # refused before (checks.no_image_problem)
-        raise Refused(f"--image: not given, and {where.instance_type} takes no image the kit knows")
-    return target
-
-
 def update_checked(
     reads: Reads, name: str, existing: dict[str, Any], where: Instances | Serverless, scales: bool
 ) -> tuple[list[Any], list[Any]]:
     """Stop when the endpoint `name` on instances is asked to be serverless (AWS refuses that);
     say what the update warns of; its scalable targets and policies (read when it `scales` or
     changes an instance type)."""
-    config = Call(
-        "sagemaker",
-        "DescribeEndpointConfig",
-        {"EndpointConfigName": existing["EndpointConfigName"]},
-    )
+    config_name = {"EndpointConfigName": existing["EndpointConfigName"]}
+    config = Call("sagemaker", "DescribeEndpointConfig", config_name)
     current = reads.describe(config) or {}
     problem = update_problem(name, current) if isinstance(where, Serverless) else None
     if problem:
@@ -141,9 +121,11 @@ def main(args: argparse.Namespace) -> int:
         f"the plan assumes endpoint {args.name} does not exist; if it does, the run creates a "
         f"model and config named {args.name}-<UTC time> and calls UpdateEndpoint instead" + refused,
     )
-    asked = scaling(args)
+    # --autoscale, --scale-on and --target, checked before (`checks`).
+    found = parsed_range(args.autoscale) if args.autoscale else None
+    asked = Scaling(*found, args.scale_on or CONCURRENCY, args.scale_target) if found else None
     held = update_checked(reads, args.name, existing, where, bool(asked)) if existing else ([], [])
-    image = args.image or default_image(reads, image_for(where))
+    image = args.image or default_image(reads, where)
     if isinstance(where, Serverless):
         serverless_note(where)
     else:
@@ -153,14 +135,7 @@ def main(args: argparse.Namespace) -> int:
         say(f"{args.name} exists; the run updates it to version {updated}")
     env = metrics_env(env_from_pairs(args.env), args.name, asked)
     calls = endpoint_calls(
-        args.name,
-        image,
-        source(args),
-        where,
-        env,
-        role(args, reads),
-        args.async_output,
-        updated,
+        args.name, image, source(args), where, env, role(args, reads), args.async_output, updated
     )
     scaled = scaling_calls(args.name, asked, env) if asked else []
     # An update's target and policy may stand already: the run replaces them, and a failed run
@@ -171,7 +146,9 @@ def main(args: argparse.Namespace) -> int:
         return 0
     with Rollback(undo_beside(kept), args.keep_on_failure) as rollback:
         execute(calls, False, rollback=rollback)
-        if not args.no_wait:
+        if args.no_wait:
+            not_waited(describe)
+        else:
             wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
         # Application Auto Scaling registers a variant of an endpoint InService only.
         execute(scaled, False, rollback=rollback)

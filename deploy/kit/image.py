@@ -1,7 +1,6 @@
 """`deploy image`: make the ECR repository if it is missing, log in, build the CPU or GPU image
-and push it with docker, buildah or podman (`deploy.image.builders`), print its URI (the
-builder's output goes to stderr); a failure removes a repository the run created, unless
---keep-on-failure."""
+and push it with docker, buildah or podman, print its URI; a failure removes a repository the
+run created, unless --keep-on-failure."""
 
 import argparse
 import base64
@@ -19,9 +18,6 @@ from vllm_sagemaker.deploy.kit.options import say
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.deploy.kit.plans.rollback import undo
 
-# Where a builder's output goes: the process's stderr (its stdout holds only the image URI).
-STDERR_FD = 2
-
 
 def main(args: argparse.Namespace) -> int:
     choice = builders.on_this_machine(args.builder)
@@ -36,8 +32,7 @@ def main(args: argparse.Namespace) -> int:
     reads = Reads(args.dry_run)
     describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
     found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
-    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in TAGS]
-    create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": tags})
+    create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": TAGS})
     plan = [] if found else [create]
 
     def commands(repository_uri: str, registry: str, user: str) -> list[list[str]]:
@@ -81,7 +76,7 @@ def _run_builder(command: list[str], stdin: str | None = None) -> None:
             command,
             input=stdin,
             stdin=None if stdin is not None else subprocess.DEVNULL,
-            stdout=STDERR_FD,
+            stdout=2,  # stderr's file descriptor
             text=True,
             check=True,
         )

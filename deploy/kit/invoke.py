@@ -1,8 +1,6 @@
 """`deploy invoke`: one JSON request to an endpoint, and its answer printed (or streamed, or, for
-an async endpoint, where the answer will appear). With `--openai` the body goes to the
-endpoint's OpenAI-compatible path with a bearer token (`deploy.kit.token`), as an OpenAI client
-sends it.
-"""
+an async endpoint, where the answer will appear); with `--openai`, to its OpenAI-compatible path
+with a bearer token."""
 
 import argparse
 import json
@@ -54,8 +52,7 @@ def async_output(reads: Reads, name: str) -> str:
 
 
 def invoke_async(name: str, body: bytes, dry_run: bool) -> None:
-    """Upload the body beside the endpoint's async outputs, invoke, print where the answer
-    will appear."""
+    """Upload the body beside the endpoint's async outputs, invoke, print where the answer goes."""
     reads = Reads(dry_run)
     location = storage.joined(async_output(reads, name), f"inputs/{uuid.uuid4().hex}.json")
     params = {"EndpointName": name, "InputLocation": location, "ContentType": "application/json"}
@@ -83,7 +80,7 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> None:
         if reply.status_code != 200:
             raise ClientError(f"{url} {answered(reply.status_code, reply.read(), reply.headers)}")
         if args.stream:
-            _print_stream(stream_text(reply.iter_bytes()))
+            _print_stream(reply.iter_bytes())
         else:
             sys.stdout.buffer.write(reply.read() + b"\n")
 
@@ -97,9 +94,7 @@ def invoke(args: argparse.Namespace, body: bytes) -> None:
         return
     if args.stream:
         events = answers[0]["Body"]
-        _print_stream(
-            stream_text(event.get("PayloadPart", {}).get("Bytes", b"") for event in events)
-        )
+        _print_stream(event.get("PayloadPart", {}).get("Bytes", b"") for event in events)
     else:
         sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
 
@@ -116,8 +111,8 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stream(texts: Iterable[str]) -> None:
-    for text in texts:
+def _print_stream(received: Iterable[bytes]) -> None:
+    for text in stream_text(received):
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.stdout.write("\n")

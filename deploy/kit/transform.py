@@ -12,6 +12,7 @@ from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
 from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
+from vllm_sagemaker.deploy.kit.no_wait import not_waited
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 from vllm_sagemaker.deploy.kit.plans.rollback import undo
@@ -51,7 +52,11 @@ def main(args: argparse.Namespace) -> int:
     transform_note(args.instance_type)
     with Rollback(undo, args.keep_on_failure) as rollback:
         execute(calls, args.dry_run, reads.assumed, rollback)
-    if not args.dry_run and not args.no_wait:
+    if args.dry_run:
+        return 0
+    if args.no_wait:
+        not_waited(describe)
+    else:
         wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
         for file in storage.list_inputs(input_prefix):
             print(storage.joined(args.output, file.relative + ".out"))
