@@ -1,12 +1,7 @@
-"""What `deploy` checks of its options before it calls AWS, in dry runs and real runs alike.
-
-A check is data: the options it reads (argparse's dests; `environ`, the process's environment;
-`environment`, the container's --env as variables) and a pure rule from their values to the line
-that says what is wrong (the option, the value, what to do), or None. Each command has its table,
-and `check` applies it: the first problem is refused (exit status 2) before any AWS call; a
-warning (an instance family the kit does not know: SageMaker adds families) is said and the
-command goes on.
-"""
+"""What `deploy` checks of its options before any AWS call, dry or not: per command a table of
+checks, each the options it reads (argparse's dests; `environ`; `environment`, the --env as
+variables) and a pure rule giving the line that says what is wrong. The first problem is refused
+(exit 2); a warning (an instance family the kit does not know) is said and the command goes on."""
 
 import json
 import re
@@ -68,9 +63,6 @@ NO_ROLE = (
 
 @dataclass(frozen=True)
 class Check:
-    """A rule and the options it reads, in the order it takes them; a warning's line is said,
-    a problem's refused."""
-
     reads: str
     rule: Callable[..., str | None]
     warns: bool = False
@@ -86,8 +78,7 @@ class Check:
 
 
 def name_problem(name: str, command: str) -> str | None:
-    """Why `--name` cannot name SageMaker resources: as it is, or in a name `command` derives
-    from it."""
+    """Why `--name` cannot name SageMaker resources, or a name `command` derives from it."""
     if len(name) > MAX_NAME:
         return f"--name {name!r} ({len(name)} characters): SageMaker names are {MAX_NAME} at most"
     if not NAME_PATTERN.fullmatch(name):
@@ -106,7 +97,6 @@ def name_problem(name: str, command: str) -> str | None:
 
 
 def derived_names(command: str, name: str) -> list[tuple[str, str]]:
-    """The names `command` derives from `--name`, as (what they are, the longest one)."""
     if command == "endpoint":
         return [("the versions an update makes, NAME-<UTC time>,", versioned(name, version(0)))]
     if command == "batch":
@@ -115,7 +105,6 @@ def derived_names(command: str, name: str) -> list[tuple[str, str]]:
 
 
 def longest_name(command: str) -> int:
-    """The longest `--name` `command` takes, its derived names included."""
     extra = (len(derived) - 1 for _, derived in derived_names(command, "x"))
     return MAX_NAME - max(extra, default=0)
 
@@ -132,8 +121,6 @@ def positive_problem(option: str, value: float) -> str | None:
 
 
 def copied_prefix_problem(what: str, where: str, prefix: str | None, stream: bool) -> str | None:
-    """A model prefix SageMaker would have to copy (ModelDataSource) for `what`, which it does
-    not do for `where` (transform jobs, serverless endpoints)."""
     if prefix and not stream:
         return (
             f"--model-prefix cannot be used for {what}: SageMaker does not copy an uncompressed "
@@ -145,7 +132,6 @@ def copied_prefix_problem(what: str, where: str, prefix: str | None, stream: boo
 
 
 def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
-    """Why `value` is not an S3 URI SageMaker can use (with `archive`, of a .tar.gz)."""
     if not s3_uri.is_s3(value):
         example = "s3://bucket/model.tar.gz" if archive else "s3://bucket/prefix/"
         return f"{option} {value!r}: SageMaker reads and writes S3 only: give {example}"
@@ -166,7 +152,6 @@ def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
 
 
 def file_problem(option: str, value: str) -> str | None:
-    """A path or an S3 URI: the S3 URI's rules when it is one."""
     return s3_problem(option, value) if s3_uri.is_s3(value) else None
 
 
@@ -182,8 +167,7 @@ def role_problem(source: str, value: str) -> str | None:
 def execution_role_problem(
     role: str | None, environ: Mapping[str, str], dry: bool, cancel: bool
 ) -> str | None:
-    """--role, else $SAGEMAKER_ROLE_ARN: an ARN, and given unless the run is dry or starts
-    nothing (--cancel)."""
+    """--role, else $SAGEMAKER_ROLE_ARN: an ARN, needed unless dry or --cancel."""
     source, value = ("--role", role) if role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
     if value:
         return role_problem(source, value)
@@ -197,7 +181,6 @@ def region_problem(value: str) -> str | None:
 
 
 def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
-    """`deploy transform`'s shards (when it cuts the input) inside its own --input."""
     target = shards.shard_prefix(output, job)
     if not shards.overlap(input_prefix, target):
         return None
@@ -217,8 +200,6 @@ def fleet_problem(
     instance_type: str | None,
     *model: str | None,
 ) -> str | None:
-    """What `deploy batch` needs beside --cancel: its files, and on SageMaker (no --local) an
-    image, an instance type and a model, and no --api-key."""
     if cancel:
         return None
     if not input_file or not output_file:
@@ -239,13 +220,10 @@ def fleet_problem(
 
 
 def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
-    """`--env KEY=VALUE` options as the container's variables (a later KEY wins)."""
     return {key: value for key, _, value in (pair.partition("=") for pair in pairs)}
 
 
 def env_problem(pairs: Sequence[str]) -> str | None:
-    """Why the `--env` settings are refused: a pair SageMaker would refuse, a key `serve` would
-    not read, or a value `serve` or vLLM refuses (their rules: `handler.core.environment`)."""
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not _ENV_KEY.fullmatch(key):
@@ -265,7 +243,6 @@ def env_problem(pairs: Sequence[str]) -> str | None:
 
 
 def tensor_parallel_problem(env: Mapping[str, str], instance_type: str | None) -> str | None:
-    """A tensor-parallel size above the GPUs of an instance type the kit knows."""
     size = env.get(TENSOR_PARALLEL, "").strip()
     gpus = instances.gpu_count(instance_type or "")
     if not gpus or not size.isdigit() or int(size) <= gpus:
@@ -294,8 +271,6 @@ def expires_problem(value: str) -> str | None:
 
 
 def given(rule: Callable[..., str | None]) -> Callable[..., str | None]:
-    """`rule`, skipped when the first option it reads was not given (None)."""
-
     def checked(value: Any, *more: Any) -> str | None:
         return None if value is None else rule(value, *more)
 
@@ -305,8 +280,8 @@ def given(rule: Callable[..., str | None]) -> Callable[..., str | None]:
 def instance_rule(
     value: Callable[[str, instances.Catalog], str | None],
 ) -> Callable[[str | None, str, list[str] | None], str | None]:
-    """An --instance-type rule against the types the command's API takes: transform jobs' on
-    SageMaker, what any SageMaker API takes otherwise."""
+    """An --instance-type rule against the types of transform jobs (sharded, not --local) or
+    of endpoints."""
 
     def checked(instance_type: str | None, command: str, local: list[str] | None) -> str | None:
         if instance_type is None:
@@ -317,7 +292,6 @@ def instance_rule(
 
 
 def given_image_problem(image: str | None, instance_type: str | None, command: str) -> str | None:
-    """The image the instance type takes: the --image's tag, or (endpoint) one the kit can tell."""
     if instance_type is None:
         return None
     if image is not None:
@@ -458,8 +432,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
 
 
 def check(args: Namespace, environ: Mapping[str, str]) -> list[str]:
-    """Apply the command's checks: Refused at the first problem; else the warnings, in order.
-    `environ` gives the role when --role is not given."""
+    """Refused at the command's first problem; else its warnings, in order."""
     given = vars(args)
     values = {
         **given,

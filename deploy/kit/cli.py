@@ -1,13 +1,11 @@
-"""`vllm-sagemaker deploy ...`: the commands' options, the checks made before any AWS call
-(`deploy.kit.checks`), and the dispatch to what each command does (`deploy.kit.<command>`).
-
-This module loads no boto3, so `vllm-sagemaker --help` stays quick: the commands load it only
-when one of them runs.
-"""
+"""`vllm-sagemaker deploy ...`: the commands' options, the checks before any AWS call
+(`deploy.kit.checks`) and the dispatch to `deploy.kit.<command>`. No boto3 here (`--help` stays
+quick)."""
 
 import argparse
 import os
 from collections.abc import Callable
+from importlib import import_module
 
 from vllm_sagemaker.deploy.base import profile, region
 from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S
@@ -38,30 +36,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def dispatch(name: str) -> Callable[[argparse.Namespace], int]:
-    """What the `deploy` subcommand `name` does: its module's `main`, loaded (with boto3) only
-    now."""
-    from vllm_sagemaker.deploy.kit import (
-        batch,
-        dashboard,
-        delete,
-        endpoint,
-        image,
-        invoke,
-        token,
-        transform,
-    )
-
-    commands = {
-        "image": image.main,
-        "endpoint": endpoint.main,
-        "transform": transform.main,
-        "batch": batch.main,
-        "invoke": invoke.main,
-        "token": token.main,
-        "delete": delete.main,
-        "dashboard": dashboard.main,
-    }
-    return commands[name]
+    """What the `deploy` subcommand `name` does: `deploy.kit.<name>.main`, loaded (with boto3)
+    only now."""
+    main: Callable[[argparse.Namespace], int] = import_module(
+        f"vllm_sagemaker.deploy.kit.{name}"
+    ).main
+    return main
 
 
 def _model_options(
@@ -147,7 +127,7 @@ def _transform_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="MB",
-        help="the largest mini-batch SageMaker sends (0-100; times "
+        help="the largest mini-batch SageMaker sends (1-100; times "
         "--max-concurrent-transforms at most 100)",
     )
     parser.add_argument(

@@ -1,9 +1,5 @@
-"""What `deploy` checks of images before it calls AWS: --image (in ECR, in the run's region,
-tagged for the image the instance type or Serverless Inference takes) and `deploy image`'s
---repository, --tag and --context.
-
-Pure rules, as `deploy.kit.checks`'s: each gives the line that says what is wrong, or None.
-"""
+"""`deploy`'s pure rules for images (as `deploy.kit.checks`'s): --image (in ECR, in the run's
+region, tagged for what the instance takes) and `deploy image`'s --repository, --tag, --context."""
 
 import os
 import re
@@ -56,8 +52,7 @@ def repository_problem(value: str) -> str | None:
 
 
 def image_name_problem(repository: str, region: str) -> str | None:
-    """A repository whose image name, with the region's registry host, is longer than a
-    builder takes (ECR takes the repository; the build's `-t` refuses it)."""
+    """A repository whose image name, with the region's registry host, a builder's `-t` refuses."""
     room = MAX_IMAGE_NAME - len(f"123456789012.dkr.ecr.{region}.amazonaws.com/")
     if len(repository) <= room:
         return None
@@ -68,8 +63,7 @@ def image_name_problem(repository: str, region: str) -> str | None:
 
 
 def image_region_problem(image: str, region: str | None) -> str | None:
-    """An --image in the ECR of another region than the run's (None: no region known, the run
-    stops on that): SageMaker pulls images from its own region only."""
+    """An --image in another region's ECR: SageMaker pulls from its own region only."""
     found = _ECR_HOST.match(image)
     if region is None or found is None or found["region"] == region:
         return None
@@ -98,14 +92,12 @@ def named_target(tag: str) -> str | None:
 
 
 def image_tag(image: str) -> str | None:
-    """The tag of an image URI; None when it has none or gives a digest."""
     if "@" in image:
         return None
     return image.rsplit("/", 1)[-1].partition(":")[2] or None
 
 
 def target_tag_problem(tag: str, target: str) -> str | None:
-    """`deploy image --tag` naming the other image than the one `--target` builds."""
     named = named_target(tag)
     if named is None or named == target:
         return None
@@ -125,8 +117,6 @@ def context_problem(context: str) -> str | None:
 
 
 def image_instance_problem(image: str, instance_type: str) -> str | None:
-    """An `--image` whose tag names the other image than the one the instance type takes (the
-    CPU image on a GPU instance or on Graviton, the GPU image on a CPU one)."""
     if instances.graviton(instance_type):
         return wrong_image_problem(image, "cpu", f"{instance_type} is Graviton (arm64), no GPU")
     wanted = instances.image_target(instance_type)
@@ -137,13 +127,10 @@ def image_instance_problem(image: str, instance_type: str) -> str | None:
 
 
 def serverless_image_problem(image: str) -> str | None:
-    """An `--image` of a serverless endpoint whose tag names the GPU image."""
     return wrong_image_problem(image, "cpu", "Serverless Inference has no GPU")
 
 
 def wrong_image_problem(image: str, wanted: str, why: str) -> str | None:
-    """An `--image` whose tag names another image than `wanted`, which the endpoint takes
-    because of `why`."""
     tag = image_tag(image)
     named = named_target(tag) if tag else None
     if named is None or named == wanted:
@@ -155,8 +142,6 @@ def wrong_image_problem(image: str, wanted: str, why: str) -> str | None:
 
 
 def no_image_problem(instance_type: str) -> str | None:
-    """`deploy endpoint` without `--image`: the kit takes the image `deploy image` pushed for
-    the instance type, when it can tell which that is."""
     if instances.image_target(instance_type):
         return None
     return (

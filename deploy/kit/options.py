@@ -1,9 +1,5 @@
-"""What the `deploy` commands make of the options they share: the execution role, the model's
-source and the notes on an instance type or a serverless endpoint, and `say`, the line a command
-writes on stderr (its one prefix is `deploy.base.say`'s).
-
-No boto3 here: `deploy.kit.cli` uses `say` before any command runs.
-"""
+"""What the `deploy` commands make of the options they share (role, model source, notes), and
+`say` (`deploy.base.say`'s). No boto3 here: `deploy.kit.cli` loads it for `--help`."""
 
 import argparse
 import os
@@ -20,9 +16,7 @@ if TYPE_CHECKING:
 
 
 def role(args: argparse.Namespace, reads: "Reads") -> str:
-    """The execution role: --role, else $SAGEMAKER_ROLE_ARN; a dry run without either shows a
-    placeholder and says so with the plan, among what it assumed (a real run without one was
-    refused before AWS: `checks`)."""
+    """--role, else $SAGEMAKER_ROLE_ARN; else (a dry run) a placeholder, said with the plan."""
     given = args.role or os.environ.get(ROLE_VARIABLE)
     if given:
         return given

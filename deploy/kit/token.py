@@ -35,7 +35,6 @@ _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
 
 
 def token(credentials: "ReadOnlyCredentials", region: str, expires_s: int) -> str:
-    """A token for `region`, good for `expires_s` seconds (or until the credentials expire)."""
     from botocore.auth import SigV4QueryAuth
     from botocore.awsrequest import AWSRequest
 
@@ -60,13 +59,11 @@ def presigned_query(value: str) -> dict[str, str] | None:
 
 
 def base_url(runtime_url: str, endpoint: str) -> str:
-    """The OpenAI base URL of an endpoint (clients add `/chat/completions`)."""
     return f"{runtime_url.rstrip('/')}/endpoints/{endpoint}/openai/v1"
 
 
 def duration_s(text: str) -> int | None:
-    """`12h`, `90m`, `600s` or `600` in seconds; None when it is not one, or not within
-    SageMaker's limit (1 s to 12 h)."""
+    """`12h`, `90m`, `600s` or `600` in seconds; None if not one, or not from 1 s to 12 h."""
     match = _DURATION.fullmatch(text.strip().lower())
     if match is None:
         return None
@@ -75,8 +72,7 @@ def duration_s(text: str) -> int | None:
 
 
 def openai_base(name: str) -> str:
-    """The OpenAI base URL of endpoint `name`, on the runtime API boto3 would call (so
-    AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME counts)."""
+    """The OpenAI base URL of `name` on boto3's runtime URL (AWS_ENDPOINT_URL_* count)."""
     import boto3
 
     return base_url(boto3.client("sagemaker-runtime").meta.endpoint_url, name)
@@ -96,7 +92,6 @@ def bearer(expires_s: int) -> str:
 
 
 def existing_endpoint(reads: "Reads", name: str) -> None:
-    """Stop in one line when endpoint `name` does not exist (a token for it would be refused)."""
     from vllm_sagemaker.deploy.base.error_answers import no_endpoint
     from vllm_sagemaker.deploy.base.region import run_region
 

@@ -1,12 +1,5 @@
-"""Facts about SageMaker instance types and AMIs that the deploy kit sizes and checks things with.
-
-The instance types SageMaker's API takes are botocore's (its SageMaker model's
-ProductionVariantInstanceType and TransformInstanceType enums, the types CreateEndpointConfig
-and CreateTransformJob accept), read from the installed botocore when a command checks its
-options (`catalog`). The families the kit sizes are those of botocore 1.44.8's model. A family
-SageMaker adds later is not refused: `deploy` warns that the kit does not know it. A type
-SageMaker would refuse is refused with the type it most likely meant (`instance_type_problem`).
-"""
+"""SageMaker instance types and AMIs: the types the API takes (the installed botocore's enums,
+`catalog`), the families the kit sizes (botocore 1.44.8's; a newer family warns, never refused)."""
 
 import difflib
 import functools
@@ -59,8 +52,7 @@ CLOSE = 0.85
 
 @dataclass(frozen=True)
 class Catalog:
-    """The instance types SageMaker takes: `accepted` by the API a command calls (for `takes`,
-    "endpoints" or "transform jobs"), `known` by any of its APIs, as `source` lists them."""
+    """The types `accepted` by the API a command calls (`takes`), `known` by any, per `source`."""
 
     takes: str
     accepted: frozenset[str]
@@ -68,12 +60,10 @@ class Catalog:
     source: str
 
     def families(self, types: frozenset[str] | None = None) -> set[str]:
-        """The families of `types`, the accepted ones unless given."""
         return {family(name) for name in (self.accepted if types is None else types)}
 
     def meant(self, value: str) -> str | None:
-        """The accepted type `value` most likely meant: itself in lower case with `ml.`, else
-        the nearest accepted type of its family, else an accepted type close to it."""
+        """The accepted type `value` most likely meant (itself canonical, or the nearest)."""
         wanted = canonical(value)
         if wanted in self.accepted:
             return wanted
@@ -86,7 +76,6 @@ class Catalog:
 
 @functools.cache
 def catalog(transform: bool) -> Catalog:
-    """The types of endpoints (or of transform jobs), as the installed botocore lists them."""
     import botocore  # Here: `vllm-sagemaker --help` loads no botocore.
     import botocore.session
 
@@ -102,7 +91,6 @@ def catalog(transform: bool) -> Catalog:
 
 
 def canonical(value: str) -> str:
-    """`value` as SageMaker spells instance types: in lower case, starting with `ml.`."""
     lower = value.lower()
     return lower if lower.startswith("ml.") else "ml." + lower
 
@@ -132,16 +120,10 @@ def graviton(instance_type: str) -> bool:
 
 
 def image_target(instance_type: str) -> str | None:
-    """Which of the two images (`deploy image --target`) an instance type takes: "gpu" for the
-    NVIDIA families the kit knows, "cpu" for x86_64 CPU families; None for Graviton (arm64: the
-    images the kit builds are x86_64, so an endpoint there needs an --image built for arm64),
-    for accelerators neither image drives and for families the kit does not know."""
-    family = (family_and_size(instance_type) or ("", ""))[0]
-    if family in GPU_FAMILIES:
-        return "gpu"
-    if family in CPU_FAMILIES:
-        return "cpu"
-    return None
+    """The image (`deploy image --target`) an instance type takes; None for Graviton (the kit's
+    images are x86_64), accelerators and families the kit does not know."""
+    kind = family(instance_type)
+    return "gpu" if kind in GPU_FAMILIES else "cpu" if kind in CPU_FAMILIES else None
 
 
 def instance_type_problem(value: str, catalog: Catalog) -> str | None:
@@ -173,9 +155,7 @@ def instance_type_problem(value: str, catalog: Catalog) -> str | None:
 
 
 def instance_type_warning(value: str, catalog: Catalog) -> str | None:
-    """What the kit cannot size for a well-formed instance type: an unknown family, or a size
-    of a GPU family whose GPU count it does not hold; for a type SageMaker does not have, the one
-    close to it that it has."""
+    """An instance type the kit cannot size: an unknown family, or a GPU size it does not hold."""
     parts = family_and_size(value)
     if parts is None:
         return None

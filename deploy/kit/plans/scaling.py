@@ -1,11 +1,6 @@
-"""`deploy endpoint --autoscale`'s calls and `deploy delete`'s of them: Application Auto Scaling
-on the endpoint's variant (its desired instance count between MIN and MAX) with one
-target-tracking policy, on SageMaker's high-resolution concurrency metric or on the container's
-own queue (`handler.core.cloudwatch`'s RequestsWaiting, which the EMF documents carry).
-
-Pure rules: the options' checks, the container's metric settings, the calls, and which standing
-targets and policies are an endpoint's (`endpoint/NAME/variant/...` exactly, never another's).
-"""
+"""`deploy endpoint --autoscale` and `deploy delete`'s calls for it: Application Auto Scaling on
+the variant (MIN to MAX instances), one target-tracking policy on SageMaker's concurrency metric
+or the container's RequestsWaiting (EMF). Pure rules."""
 
 import re
 from collections.abc import Mapping, Sequence
@@ -54,13 +49,11 @@ class Scaling:
 
 
 def parsed_range(value: str) -> tuple[int, int] | None:
-    """`MIN:MAX` as two numbers; None when it is not that."""
     match = _RANGE.fullmatch(value.strip())
     return (int(match[1]), int(match[2])) if match else None
 
 
 def autoscale_problem(value: str) -> str | None:
-    """Why `--autoscale VALUE` is refused: not MIN:MAX, MIN under 1, MIN over MAX."""
     found = parsed_range(value)
     if found is None:
         return f"--autoscale {value!r}: give MIN:MAX, the fewest and most instances, as 1:4"
@@ -75,8 +68,7 @@ def autoscale_problem(value: str) -> str | None:
 def scaling_problem(
     autoscale: str | None, scale_on: str | None, target: float | None, no_wait: bool
 ) -> str | None:
-    """What `deploy endpoint`'s scaling options cannot do together (the range: `autoscale_problem`;
-    the target's sign: `checks.positive_problem`)."""
+    """What `deploy endpoint`'s scaling options cannot do together."""
     if autoscale is None:
         if scale_on is not None or target is not None:
             return "--scale-on and --target set --autoscale's policy: give --autoscale MIN:MAX too"
@@ -102,8 +94,8 @@ def waiting_env_problem(scale_on: str | None, env: Mapping[str, str]) -> str | N
 
 
 def metrics_env(env: Mapping[str, str], name: str, scaling: Scaling | None) -> dict[str, str]:
-    """The container's environment for endpoint `name`: the dimensions its EMF documents carry
-    (the endpoint and variant, unless --env names them), and EMF on to scale on its queue."""
+    """The container's environment: its EMF dimensions (unless --env names them), and EMF on
+    to scale on its queue."""
     result = dict(env)
     result.setdefault(cloudwatch.ENDPOINT_VARIABLE, name)
     result.setdefault(cloudwatch.VARIANT_VARIABLE, VARIANT)
@@ -131,8 +123,7 @@ def _setting(env: Mapping[str, str], name: str, default: str) -> str:
 
 
 def emf_source(env: Mapping[str, str]) -> tuple[str, list[dict[str, str]]]:
-    """The namespace and dimensions of the EMF documents a container writes, from its environment
-    (`metrics_env`; a variable it lacks: the container's default, as `serve` takes it)."""
+    """The namespace and dimensions of a container's EMF documents, as `serve` reads them."""
     return _setting(env, cloudwatch.NAMESPACE_VARIABLE, cloudwatch.DEFAULT_NAMESPACE), [
         {
             "Name": cloudwatch.ENDPOINT_DIMENSION,
@@ -146,8 +137,7 @@ def emf_source(env: Mapping[str, str]) -> tuple[str, list[dict[str, str]]]:
 
 
 def queue_metric(env: Mapping[str, str]) -> dict[str, Any]:
-    """The container's RequestsWaiting as its EMF documents name it, averaged over the variant's
-    instances."""
+    """The container's RequestsWaiting, averaged over the variant's instances."""
     namespace, dimensions = emf_source(env)
     return {
         "MetricName": cloudwatch.REQUESTS_WAITING,
@@ -159,8 +149,7 @@ def queue_metric(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> list[Call]:
-    """RegisterScalableTarget (MIN to MAX instances) and PutScalingPolicy (target tracking) for
-    the endpoint's variant; `env` is the container's (`metrics_env`)."""
+    """RegisterScalableTarget and PutScalingPolicy for the variant; `env`: `metrics_env`'s."""
     tracking: dict[str, Any] = {"TargetValue": scaling.target_value}
     if scaling.scale_on == CONCURRENCY:
         tracking["PredefinedMetricSpecification"] = {"PredefinedMetricType": CONCURRENCY_METRIC}
@@ -186,8 +175,7 @@ def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> li
 
 
 def is_endpoints(endpoint: str, standing: Mapping[str, Any]) -> bool:
-    """Whether a scalable target or policy Application Auto Scaling holds is one of `endpoint`'s
-    variants' (`endpoint/chat/variant/...`; never `endpoint/chat-prod/...`)."""
+    """Whether a scalable target or policy is `endpoint`'s (never `endpoint/chat-prod/...`'s)."""
     return (
         standing.get("ServiceNamespace") == NAMESPACE
         and standing.get("ScalableDimension") == DIMENSION
@@ -196,13 +184,11 @@ def is_endpoints(endpoint: str, standing: Mapping[str, Any]) -> bool:
 
 
 def policy_deletion(policy: Mapping[str, Any]) -> Call:
-    """DeleteScalingPolicy of a policy (as read, or as PutScalingPolicy made it)."""
     keys = ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")
     return Call(SERVICE, "DeleteScalingPolicy", {key: policy[key] for key in keys})
 
 
 def deregistration(target: Mapping[str, Any]) -> Call:
-    """DeregisterScalableTarget of a target (as read, or as RegisterScalableTarget made it)."""
     keys = ("ServiceNamespace", "ResourceId", "ScalableDimension")
     return Call(SERVICE, "DeregisterScalableTarget", {key: target[key] for key in keys})
 
@@ -210,9 +196,7 @@ def deregistration(target: Mapping[str, Any]) -> Call:
 def scaling_deletions(
     endpoint: str, targets: Sequence[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]
 ) -> list[Call]:
-    """DeleteScalingPolicy for each of `endpoint`'s policies, then DeregisterScalableTarget for
-    each of its targets: what `deploy delete` removes before the endpoint (anything of another
-    endpoint in what was read is left alone)."""
+    """What `deploy delete` removes before the endpoint: its policies, then its targets."""
     return [
         *(policy_deletion(policy) for policy in policies if is_endpoints(endpoint, policy)),
         *(deregistration(target) for target in targets if is_endpoints(endpoint, target)),
@@ -249,8 +233,7 @@ def replaced(
     targets: Sequence[Mapping[str, Any]],
     policies: Sequence[Mapping[str, Any]],
 ) -> list[Call]:
-    """Which of `scaling_calls`' calls replace what stood before the run (a target or a policy of
-    that name): a failed run leaves them, as it leaves a write (`plans.rollback`)."""
+    """The calls that replace a standing target or policy: a failed run leaves them."""
 
     def held(call: Call) -> bool:
         standing = policies if "PolicyName" in call.params else targets

@@ -1,15 +1,6 @@
-"""`deploy endpoint --serverless`: SageMaker Serverless Inference's facts and the kit's rules for
-them, pure functions the checks (`deploy.kit.serverless_options`), the plan
-(`deploy.kit.plans.endpoint`) and the dashboard (`deploy.kit.plans.dashboard`) share.
-
-A serverless variant carries `ServerlessConfig {MemorySizeInMB, MaxConcurrency,
-ProvisionedConcurrency?}` instead of an instance type and count (botocore's
-ProductionVariantServerlessConfig). It runs on CPUs, takes no start-up timeouts (its cold start has
-AWS's fixed 3 minutes), and does not take what the kit's options in `CONFLICTS` ask for:
-instances, Application Auto Scaling, async inference (nor a GPU image: `image_checks`, nor a model
-prefix SageMaker would copy: `checks.copied_prefix_problem`). AWS refuses to update an endpoint on
-instances to serverless (`update_problem`).
-"""
+"""`deploy endpoint --serverless`: Serverless Inference's facts and rules. A serverless variant
+carries ServerlessConfig instead of instances; it runs on CPUs, takes no start-up timeouts (AWS's
+cold start is a fixed 3 minutes) and none of the options in `CONFLICTS`."""
 
 import re
 from collections.abc import Mapping
@@ -56,14 +47,11 @@ CONFLICTS = (
 
 @dataclass(frozen=True)
 class Serverless:
-    """What a serverless variant asks of SageMaker."""
-
     memory_mb: int
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     provisioned: int | None = None
 
     def config(self) -> dict[str, int]:
-        """The variant's ServerlessConfig."""
         config = {"MemorySizeInMB": self.memory_mb, "MaxConcurrency": self.max_concurrency}
         if self.provisioned is not None:
             config["ProvisionedConcurrency"] = self.provisioned
@@ -75,8 +63,7 @@ class Serverless:
 
 
 def parsed(value: str, provisioned: int | None = None) -> Serverless | None:
-    """`--serverless MEMORY_MB[:MAX_CONCURRENCY]` (and `--provisioned-concurrency`); None when the
-    value is not of that form."""
+    """`--serverless MEMORY_MB[:MAX_CONCURRENCY]`; None when not of that form."""
     match = _VALUE.fullmatch(value.strip())
     if match is None:
         return None
@@ -85,8 +72,6 @@ def parsed(value: str, provisioned: int | None = None) -> Serverless | None:
 
 
 def serverless_problem(value: str) -> str | None:
-    """Why `--serverless VALUE` is refused: not MEMORY_MB[:MAX_CONCURRENCY], a memory size
-    Serverless Inference does not have, a concurrency out of its range."""
     found = parsed(value)
     if found is None:
         return f"--serverless {value!r}: give {FORM}, as 2048 or 2048:10"
@@ -103,8 +88,7 @@ def serverless_problem(value: str) -> str | None:
 
 
 def provisioned_problem(value: str | None, provisioned: int | None) -> str | None:
-    """Why `--provisioned-concurrency N` is refused: without --serverless, out of AWS's range, or
-    above the endpoint's MAX_CONCURRENCY (a --serverless value refused itself: not here)."""
+    """A --provisioned-concurrency without --serverless, out of range or above MAX_CONCURRENCY."""
     if provisioned is None:
         return None
     if value is None:
@@ -126,8 +110,7 @@ def provisioned_problem(value: str | None, provisioned: int | None) -> str | Non
 
 
 def conflict_problem(*given: object) -> str | None:
-    """The first option of `CONFLICTS` given beside --serverless (`given`: their values, in
-    that order)."""
+    """The first option of `CONFLICTS` given (`given`: their values) beside --serverless."""
     for (_, option, why), value in zip(CONFLICTS, given, strict=True):
         if value is not None:
             return f"--serverless with {option}: {why}"
@@ -140,8 +123,7 @@ def config_is_serverless(config: Mapping[str, Any]) -> bool:
 
 
 def update_problem(name: str, config: Mapping[str, Any]) -> str | None:
-    """Why the endpoint `name`, whose config is `config`, cannot be updated to serverless: AWS
-    refuses to update an instance-based endpoint to serverless (the other way it allows)."""
+    """AWS refuses to update an endpoint on instances to serverless (the other way it allows)."""
     if config_is_serverless(config):
         return None
     return (
