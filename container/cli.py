@@ -1,9 +1,5 @@
-"""The `vllm-sagemaker` command line: one program, one subcommand per tool.
-
-`vllm-sagemaker serve` is `serve` (container.serve), also installed as a command of its own
-because SageMaker starts the container as `docker run IMAGE serve`. The other subcommands are the
-client's (the deploy kit and the batch tools); they load only when one of them is asked for.
-"""
+"""The `vllm-sagemaker` command line: `serve` (container.serve, also a command of its own, as
+SageMaker runs `docker run IMAGE serve`) and the client's commands, loaded only when asked for."""
 
 import argparse
 import os
@@ -75,7 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def subcommand_names(add_arguments: Callable[[argparse.ArgumentParser], None]) -> list[str]:
-    """The subcommands `add_arguments` defines, in order: what a summary of them lists."""
     probe = argparse.ArgumentParser()
     add_arguments(probe)
     return [
@@ -87,10 +82,8 @@ def subcommand_names(add_arguments: Callable[[argparse.ArgumentParser], None]) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `vllm-sagemaker` command. For a client command: a reader that stops early (`... |
-    head`) ends it quietly; Ctrl-C is one line (`deploy.base.interrupts`), as is an error a user
-    can cause (`deploy.base.errors`), its traceback shown only under `--debug` (anywhere on the
-    line) or VLLM_SAGEMAKER_DEBUG=1."""
+    """For a client command: `... | head` ends it quietly; Ctrl-C and a user's error are one line
+    (the traceback only under --debug or VLLM_SAGEMAKER_DEBUG=1)."""
     given = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in given or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     given = [arg for arg in given if arg != DEBUG_FLAG]

@@ -1,9 +1,6 @@
-"""Credentials AWS cannot be asked with or refuses, as one line: what is wrong (none, expired,
-not valid, denied, a provider that fails or a credential_process that cannot start, a profile
-the AWS config does not have), where boto3 took them from (the environment's keys, or a profile
-followed through a role's `source_profile`) and what renews them there. `line` is the pure rule;
-`explain` reads the environment and the AWS config for it.
-"""
+"""Credentials AWS cannot be asked with or refuses, as one line: what is wrong, where boto3 took
+them from (the environment's keys, or a profile through a role's `source_profile`), what renews
+them. `line` is the pure rule; `explain` reads the environment and the AWS config for it."""
 
 import os
 from collections.abc import Mapping
@@ -14,14 +11,12 @@ import botocore.exceptions
 from vllm_sagemaker.deploy.base import profile
 from vllm_sagemaker.deploy.base.error_answers import error_code, from_aws, message, one_line
 
-# What is wrong with the credentials, by AWS's code for them: expired, or not valid (keys it
-# does not know, a wrong signature).
+# What is wrong with the credentials, by AWS's code for them, then by botocore's error.
 _CODE_KINDS = {
     **dict.fromkeys(("ExpiredToken", "ExpiredTokenException", "RequestExpired"), "expired"),
     **dict.fromkeys(("InvalidAccessKeyId", "InvalidClientTokenId", "InvalidToken"), "invalid"),
     **dict.fromkeys(("SignatureDoesNotMatch", "UnrecognizedClientException"), "invalid"),
 }
-# ... by botocore's error.
 _ERROR_KINDS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], ...] = (
     (botocore.exceptions.NoCredentialsError, "missing"),
     (botocore.exceptions.PartialCredentialsError, "partial"),
@@ -29,23 +24,17 @@ _ERROR_KINDS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], .
     (botocore.exceptions.CredentialRetrievalError, "failed"),
     (botocore.exceptions.ProfileNotFound, "profile"),
 )
-# The codes of a call their policy does not allow.
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
-# botocore's error for a refresh (a credential_process, an assumed role) that brought expired
-# credentials: a RuntimeError, told by its text.
+# botocore's RuntimeError for a refresh (a credential_process, a role) that brought expired ones.
 _STILL_EXPIRED = "refreshed credentials are still expired"
 # Where boto3 takes keys from before any profile (unless --profile is given).
 KEY_VARIABLE = "AWS_ACCESS_KEY_ID"
-# The variables botocore reads a profile's name from, first found first.
-_PROFILE_VARIABLES = (profile.OLD_PROFILE_VARIABLE, profile.PROFILE_VARIABLE)
-# How many `source_profile` steps are followed to the profile that holds the credentials.
-_MAX_HOPS = 5
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where boto3 takes credentials from: keys in the environment (`env_keys`), else profile
-    `name`, looked up in `profiles` (the AWS config's, each a mapping of its settings)."""
+    """Where boto3 takes credentials from: the environment's keys, else profile `name` of
+    `profiles` (the AWS config's)."""
 
     name: str = "default"
     profiles: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -53,9 +42,8 @@ class Source:
 
 
 def kind(error: BaseException) -> str | None:
-    """What is wrong with the credentials behind `error`: missing, partial, expired, sso,
-    failed (their provider failed), invalid, profile (none such); None: not about
-    credentials (or access denied: `denied`)."""
+    """What is wrong with the credentials behind `error` (a key of `_LINES`, or profile: none
+    such); None: not about credentials (or access denied: `denied`)."""
     if isinstance(error, RuntimeError) and _STILL_EXPIRED in str(error):
         return "expired"
     if isinstance(error, botocore.exceptions.ClientError):
@@ -64,7 +52,6 @@ def kind(error: BaseException) -> str | None:
 
 
 def denied(error: BaseException) -> bool:
-    """Whether AWS denied the credentials the call (their policy does not allow it)."""
     if not isinstance(error, botocore.exceptions.ClientError):
         return False
     code = error_code(error.response)
@@ -72,16 +59,15 @@ def denied(error: BaseException) -> bool:
 
 
 def cannot_ask(error: BaseException) -> bool:
-    """Whether `error` means AWS cannot be asked with these credentials (what a dry run may
-    plan around); a profile that does not exist is a mistake to fix first."""
+    """Whether AWS cannot be asked with these credentials (a dry run may plan around it); a
+    profile that does not exist is a mistake to fix first."""
     return kind(error) not in (None, "profile")
 
 
 def _holder(source: Source) -> tuple[str, Mapping[str, str]] | None:
-    """The profile that holds the credentials, following `source_profile` from a role; None
-    when there is no such profile."""
+    """The profile that holds the credentials, following `source_profile` from a role."""
     name = source.name
-    for _ in range(_MAX_HOPS):
+    for _ in range(5):  # `source_profile` steps followed
         settings = source.profiles.get(name)
         if settings is None:
             return None
@@ -107,7 +93,6 @@ _RENEW = (
 
 
 def remedy(source: Source) -> str:
-    """What to run so that `source` gives working credentials."""
     if source.env_keys:
         return (
             "set working AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), "
@@ -150,8 +135,7 @@ _LINES = {
 
 
 def line(error: BaseException, source: Source) -> str | None:
-    """The line for a credentials problem `error`, its credentials taken from `source`; None
-    for any other error (and for a profile that does not exist, which `explain` tells)."""
+    """The line for a credentials problem `error` (not a missing profile: `explain`), else None."""
     if isinstance(error, OSError):
         return _process_line(error, source)
     what = "denied" if denied(error) else kind(error)
@@ -173,7 +157,7 @@ def line(error: BaseException, source: Source) -> str | None:
 
 
 def _process_line(error: OSError, source: Source) -> str | None:
-    """The line for a `credential_process` that cannot start (not found, not executable)."""
+    # A `credential_process` that cannot start (not found, not executable).
     held = None if source.env_keys else _holder(source)
     name, settings = held or (source.name, {})
     command = settings.get("credential_process", "")
@@ -185,8 +169,7 @@ def _process_line(error: OSError, source: Source) -> str | None:
 
 
 def source(env: Mapping[str, str] = os.environ) -> Source:
-    """Where boto3 takes this run's credentials from: the environment's keys (unless
-    --profile was given), else the profile, with every profile of the AWS config."""
+    """Where boto3 takes this run's credentials from (the environment's keys lose to --profile)."""
     import botocore.session
 
     given = profile.given_profile()
@@ -206,7 +189,8 @@ def explain(error: BaseException) -> str | None:
         return None
     if isinstance(error, botocore.exceptions.ProfileNotFound):
         name = str(error.kwargs.get("profile", ""))
-        named = (var for var in _PROFILE_VARIABLES if os.environ.get(var) == name)
+        variables = (profile.OLD_PROFILE_VARIABLE, profile.PROFILE_VARIABLE)  # botocore's order
+        named = (var for var in variables if os.environ.get(var) == name)
         where = next(named, "the AWS profile")
         return profile.unknown_profile(f"{where} {name!r}", name, *profile.config_profiles())
     return line(error, source())

@@ -1,8 +1,5 @@
-"""What an error answer says, on one line: an HTTP server's (a container's: its message, else its
-status) and AWS's (what it refused, what does not exist), and an answer that is not AWS's at all
-(a proxy's or moto's HTML page: its status, never the page). `aws_line` is the one translation of
-boto3's and AWS's errors but credentials' (`deploy.base.credentials`).
-"""
+"""What an error answer says, on one line: a server's (its message, else its status), AWS's, and
+one that is not AWS's (a proxy's or moto's page: its status, never the page)."""
 
 import json
 import re
@@ -25,14 +22,12 @@ _NOT_AWS = "not AWS's answer: check AWS_ENDPOINT_URL and any proxy on the way (H
 
 
 def one_line(text: str) -> str:
-    """`text` with its runs of spaces and newlines made one space, at most MAX_CHARS long."""
     line = " ".join(text.split())
     return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 1] + "…"
 
 
 def message(body: str | bytes) -> str | None:
-    """The message of an error answer's body (JSON, XML or short plain text); None when it
-    holds none (empty, an HTML page, JSON without a message)."""
+    """The message of an error answer's body (JSON, XML or plain text); None when it holds none."""
     text = (body.decode(errors="replace") if isinstance(body, bytes) else body).strip()
     if not text:
         return None
@@ -60,8 +55,8 @@ def said(body: str | bytes, status: int) -> str:
 
 
 def error_code(response: Mapping[str, Any]) -> str:
-    """The code of a botocore error answer (`ClientError.response`): its `Code`, or, where that
-    is a bare HTTP status (an XML error to a JSON API), the `<Code>` its body names."""
+    """A botocore error answer's `Code`, or where that is a bare HTTP status (an XML error to a
+    JSON API), the `<Code>` its body names."""
     detail = response.get("Error", {})
     code = str(detail.get("Code", ""))
     found = _XML_CODE.search(str(detail.get("Message", ""))) if code.isdigit() else None
@@ -69,25 +64,23 @@ def error_code(response: Mapping[str, Any]) -> str:
 
 
 def _aws_headers(names: Iterable[str]) -> bool:
-    """Whether an answer has AWS's `x-amz` headers, which no proxy's or moto's error page has."""
+    # AWS's `x-amz` headers, which no proxy's or moto's error page has.
     return any(name.lower().startswith("x-amz") for name in names)
 
 
 def from_aws(response: Mapping[str, Any]) -> bool:
-    """Whether a botocore error answer is AWS's: it names a code, or (S3's HEAD, which has no
-    body) it has AWS's headers."""
+    """Whether a botocore error answer is AWS's: it names a code, or has AWS's headers (S3's
+    HEAD has no body)."""
     headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
     return not error_code(response).isdigit() or _aws_headers(headers)
 
 
 def not_aws(status: int) -> str:
-    """What an answer that is not AWS's (a proxy's or moto's page) is told by: its status."""
     return f"was answered HTTP {status} {status_phrase(status)}, {_NOT_AWS}"
 
 
 def answered(status: int, body: bytes, headers: Iterable[str]) -> str:
-    """An HTTP error answer that came through AWS: its message, else its status; a page with
-    no AWS header is not AWS's answer."""
+    """An HTTP error answer that came through AWS: its message, else its status."""
     told = message(body)
     if told is None and not _aws_headers(headers):
         return not_aws(status)
@@ -104,8 +97,6 @@ def missing(error: "botocore.exceptions.ClientError") -> bool:
 
 
 def aws_answer(error: "botocore.exceptions.ClientError") -> str:
-    """An error answer to a boto3 call: what AWS refused and why, what does not exist in S3, or
-    that the answer is not AWS's."""
     code = error_code(error.response)
     operation = error.operation_name
     if not from_aws(error.response):
@@ -119,7 +110,6 @@ def aws_answer(error: "botocore.exceptions.ClientError") -> str:
 
 
 def aws_line(error: BaseException) -> str | None:
-    """The line for an error of boto3 or AWS but credentials'; None for any other error."""
     import boto3.exceptions
     import botocore.exceptions
     from botocore.parsers import ResponseParserError
@@ -141,5 +131,4 @@ def aws_line(error: BaseException) -> str | None:
 
 
 def no_endpoint(name: str, region: str | None) -> str:
-    """The line for an endpoint that does not exist, as every command says it."""
     return f"endpoint {name} does not exist in {region or 'the region'}"

@@ -1,11 +1,6 @@
-"""The client's one error model: `ClientError`, a failure a user can cause, carrying the one line
-that says what failed, the value, and what to do, and the exit status the command ends with.
-
-It is raised where the failure is known and printed in one place, the top (`container.cli`), as
-`COMMAND: LINE`. `client_error` makes an error of a library a `ClientError`, each kind by its one
-translation: credentials' (`deploy.base.credentials`), boto3's and AWS's
-(`deploy.base.error_answers`), a process's, the OS's and httpx's (here). Anything else is a bug
-and keeps its traceback, as any error does under `--debug` (or VLLM_SAGEMAKER_DEBUG=1).
+"""The client's one error model: `ClientError` (one line and an exit status), raised where a
+failure is known and printed at the top (`container.cli`) as `COMMAND: LINE`. `client_error` makes
+a library's error one; anything else is a bug and keeps its traceback.
 """
 
 import shlex
@@ -19,8 +14,7 @@ USAGE_ERROR = 2
 
 
 class ClientError(Exception):
-    """A failure a user can cause: `line` says what failed and what to do; the command ends with
-    exit status `status`."""
+    """A failure a user can cause: `line` says what failed and what to do."""
 
     status = FAILED
 
@@ -32,13 +26,10 @@ class ClientError(Exception):
 
 
 class Refused(ClientError):
-    """An option or input refused before anything ran: exit status USAGE_ERROR."""
-
     status = USAGE_ERROR
 
 
 def refuse(problem: str | None) -> None:
-    """Refused, when there is a problem."""
     if problem:
         raise Refused(problem)
 
@@ -58,13 +49,11 @@ def client_error(error: BaseException) -> ClientError | None:
 
 
 def explain(error: BaseException) -> str | None:
-    """The line for an error a user can cause; None for anything else (a bug)."""
     found = client_error(error)
     return None if found is None else found.line
 
 
 def os_line(error: BaseException) -> str | None:
-    """The line for an OS error (a path, a process that failed); None for any other error."""
     if isinstance(error, subprocess.CalledProcessError):
         command = error.cmd if isinstance(error.cmd, str) else shlex.join(map(str, error.cmd))
         if error.returncode >= 0:

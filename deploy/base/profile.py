@@ -1,9 +1,6 @@
-"""Which AWS profile a client command works with: `--profile` (as the AWS CLI's: that profile's
-credentials and region, even where AWS_ACCESS_KEY_ID is set), else AWS_PROFILE, else boto3's
-usual chain. Applied once, before the command runs, to boto3's default session and to
-AWS_PROFILE (for sessions made later and processes started). No boto3 loads here unless a
-profile is given: `vllm-sagemaker --help` builds every parser with this module.
-"""
+"""Which AWS profile a client command works with: `--profile` (as the AWS CLI's, even where
+AWS_ACCESS_KEY_ID is set), else AWS_PROFILE, else boto3's chain; applied once, before the command
+runs. No boto3 loads unless a profile is given: `--help` builds every parser with this module."""
 
 import argparse
 import difflib
@@ -23,7 +20,6 @@ _given: str | None = None  # the --profile of this run, once applied
 
 
 def add_profile_argument(parser: argparse.ArgumentParser) -> None:
-    """`--profile`, the one definition every command that calls AWS takes."""
     parser.add_argument(
         "--profile",
         metavar="NAME",
@@ -33,8 +29,8 @@ def add_profile_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def use_profile(given: str | None, env: MutableMapping[str, str]) -> str | None:
-    """Make boto3 (and, through `env`, the processes started later) use profile `given`
-    (--profile); the line that refuses it when the AWS config has no such profile."""
+    """Make boto3 (and through `env`, later processes) use --profile `given`; the line that
+    refuses a profile the AWS config does not have."""
     global _given
     if not given:
         return None
@@ -52,13 +48,11 @@ def use_profile(given: str | None, env: MutableMapping[str, str]) -> str | None:
 
 
 def given_profile() -> str | None:
-    """The --profile this run uses (None: none was given)."""
     return _given
 
 
 def session() -> "boto3.session.Session":
-    """boto3's default session, the one every client of the command comes from (with the
-    --profile, once given)."""
+    """boto3's default session, every client of the command's (with the --profile given)."""
     import boto3
 
     if boto3.DEFAULT_SESSION is None:
@@ -68,8 +62,7 @@ def session() -> "boto3.session.Session":
 
 
 def config_profiles() -> tuple[Sequence[str], str]:
-    """The profiles of the AWS config, and the files they are read from (as a line names
-    them)."""
+    """The profiles of the AWS config, and the files they are read from."""
     import botocore.exceptions
     import botocore.session
 
@@ -83,8 +76,7 @@ def config_profiles() -> tuple[Sequence[str], str]:
 
 
 def unknown_profile(where: str, name: str, known: Sequence[str], files: str) -> str:
-    """The line for a profile the AWS config does not have: `where` names it as the user gave
-    it (`--profile 'x'`, `AWS_PROFILE 'x'`), with the nearest profile and the ones there are."""
+    """The line for a profile the AWS config does not have, `where` naming it as it was given."""
     near = difflib.get_close_matches(name, known, n=1)
     guess = f" ({near[0]}?)" if near else ""
     if not known:

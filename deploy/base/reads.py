@@ -1,7 +1,6 @@
 """What a `deploy` command reads from AWS to decide its plan, alike in the real run and the dry
-run, which so prints the writes the real run makes. A read tells "not there" (None) from "could
-not ask" (no credentials, region or network): then a real run stops with one line, and a dry
-run stops too or, where it can, plans on with an assumption printed beside the plan.
+run. A read tells "not there" (None) from "could not ask" (no credentials, region or network):
+then a real run stops with one line, and a dry run stops too or plans on with an assumption.
 """
 
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from vllm_sagemaker.handler.core import s3_uri
 
 T = TypeVar("T")
 
-# Errors that mean AWS could not be asked at all (credentials: `unreachable`).
+# Errors that mean AWS could not be asked at all (besides credentials it cannot be asked with).
 UNREACHABLE = (
     botocore.exceptions.NoRegionError,
     botocore.exceptions.EndpointConnectionError,
@@ -57,28 +56,24 @@ class Reads:
         """Every `key` of every item of a SageMaker List call, page after page."""
         return [item[key] for item in self.items("sagemaker", operation, items, **params)]
 
-    def items(self, service: str, operation: str, items: str, **params: Any) -> list[Any]:
-        """Every item of a List (or paged Describe) call, page after page."""
+    def items(
+        self, service: str, operation: str, items: str, what: str = "", **params: Any
+    ) -> list[Any]:
+        """Every item of a List (or paged Describe) call, page after page; `what` names the read
+        (default: the operation)."""
 
         def listed() -> list[Any]:
-            paginator = boto3.client(service).get_paginator(xform_name(operation))
-            return [item for page in paginator.paginate(**params) for item in page[items]]
+            pages = boto3.client(service).get_paginator(xform_name(operation)).paginate(**params)
+            return [item for page in pages for item in page.get(items, [])]
 
-        return self.required(listed, operation)
+        return self.required(listed, what or operation)
 
     def s3_keys(self, prefix: str) -> list[str]:
         """Every key under the S3 prefix `prefix` (a URI), page after page."""
         bucket, key = s3_uri.s3_parts(prefix)
-
-        def listed() -> list[str]:
-            pages = (
-                boto3.client("s3")
-                .get_paginator("list_objects_v2")
-                .paginate(Bucket=bucket, Prefix=key)
-            )
-            return [item["Key"] for page in pages for item in page.get("Contents", [])]
-
-        return self.required(listed, f"the objects under {prefix}")
+        what = f"the objects under {prefix}"
+        found = self.items("s3", "ListObjectsV2", "Contents", what, Bucket=bucket, Prefix=key)
+        return [item["Key"] for item in found]
 
     def required(self, read: Callable[[], T], what: str) -> T:
         """`read()`; ClientError naming the read when AWS cannot be asked."""
@@ -99,14 +94,9 @@ class Reads:
             return instead
 
 
-def unreachable(error: Exception) -> bool:
-    """Whether `error` means AWS could not be asked: no region or network, or credentials it
-    cannot be asked with (none, expired, refused)."""
-    return isinstance(error, UNREACHABLE) or credentials.cannot_ask(error)
-
-
 def _cannot_ask(error: Exception) -> str:
-    """Why AWS could not be asked; `error` raised again when it means something else."""
-    if not unreachable(error):
+    """Why AWS could not be asked (no region or network, or credentials it cannot be asked
+    with); `error` raised again when it means something else."""
+    if not (isinstance(error, UNREACHABLE) or credentials.cannot_ask(error)):
         raise error
     return explain(error) or str(error)

@@ -1,5 +1,4 @@
-"""The one prefix of the deploy kit's notes on stderr: `say` writes `deploy: <text>` (a failure
-is a `deploy.base.errors.ClientError`, printed by the top). No boto3 here."""
+"""The deploy kit's notes on stderr, as `deploy: <text>` (failures are `ClientError`s)."""
 
 import sys
 
