@@ -1,16 +1,9 @@
-"""The one client of a container's `/invocations`, for `transform`, `batch` and `deploy batch
---local`: it waits for the container as SageMaker does (`/ping` until 200), reads its
-`/execution-parameters`, and POSTs with SageMaker-like retries.
-
-A ping tells a container that is starting (503, no answer yet, a connection closed unanswered),
-which is waited for up to `--wait-ready` with one line saying so, from nobody there (a refused
-connection, a host that does not resolve, a bad URL, a server that is not a container), which
-fails at once (`NotReady`). Timeouts, connection errors, 408, 429 and 5xx are retried with
-backoff; another status is the model's refusal (`ModelRefused`) at once. With a `Pace` (batch
-work), a 429 is the container keeping its engine for live traffic (`Throttled`): waited out,
-never counted as a retry, and it halves the calls in flight. A 401 is `KeyRefused`: the container
-wants an API key (`--api-key`, `VLLM_API_KEY`), which `client` sends, the one place the header
-is written."""
+"""The one client of a container's `/invocations` (`transform`, `batch`, `deploy batch --local`):
+it waits for `/ping` as SageMaker does (`wait_ready`), reads `/execution-parameters`, and POSTs
+with retries: timeouts, connection errors, 408, 429 and 5xx with backoff; another status is the
+model's refusal (`ModelRefused`) at once; a 401 is `KeyRefused`. With a `Pace` (batch work), a
+429 is the container keeping its engine for live traffic: waited out, never counted as a retry,
+and it halves the calls in flight."""
 
 import argparse
 import asyncio
@@ -76,8 +69,7 @@ class Throttled(Retryable):
 
 
 def add_api_key_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
-    """`--api-key`, on every command that calls a container; its variable is read by `api_key`,
-    never shown as a default: it is a secret."""
+    """`--api-key`; its variable is read by `api_key`, never shown as a default (a secret)."""
     parser.add_argument(
         "--api-key",
         metavar="KEY",
@@ -93,7 +85,6 @@ def api_key(given: str | None) -> str | None:
 
 
 def add_wait_ready_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
-    """`--wait-ready`, the same on every command that waits for a container."""
     parser.add_argument(
         "--wait-ready",
         type=float,
@@ -106,8 +97,8 @@ def add_wait_ready_argument(parser: argparse.ArgumentParser, note: str = "") -> 
 
 
 def client(url: str, key: str | None) -> httpx.AsyncClient:
-    """A client for the container at `url` that sends `key`; `NotReady` for a URL no container
-    can have."""
+    """A client for the container at `url` that sends `key` (the one place the header is
+    written); `NotReady` for a URL no container can have."""
     problem = url_problem(url)
     if problem:
         raise NotReady(f"{url} is not a container's URL: {problem}")
@@ -139,16 +130,14 @@ def retry_after_s(value: str | None) -> float:
 
 
 def backoff_s(attempt: int) -> float:
-    """The wait before retry `attempt` (1-based): doubling up to MAX_BACKOFF_S, jittered so
-    throttled callers do not come back together."""
+    """The wait before retry `attempt` (1-based): doubling up to MAX_BACKOFF_S, jittered."""
     return min(2 ** (attempt - 1), MAX_BACKOFF_S) * random.uniform(0.5, 1.0)
 
 
 async def with_retries(
     attempt: Callable[[], Awaitable[bytes]], retries: int, pace: Pace | None = None
 ) -> bytes:
-    """`attempt()`'s answer, trying again after each `Retryable` up to `retries` times; with a
-    `pace`, after each `Throttled` as often as it comes, once its Retry-After has passed."""
+    """`attempt()`'s answer after up to `retries` `Retryable`s (with `pace`: `Throttled`s free)."""
     failure = ""
     number = 0
     while True:
@@ -175,8 +164,7 @@ async def with_retries(
 
 @dataclass
 class Container:
-    """A container that is ready: its `/execution-parameters`, and `/invocations` with retries
-    (with `pace`: batch work, paced by the container's 429s)."""
+    """A ready container: `/execution-parameters`, and `/invocations` with retries (paced)."""
 
     client: httpx.AsyncClient
     headers: Mapping[str, str]
@@ -212,14 +200,10 @@ class Container:
         if status == 401:
             where = str(self.client.base_url).rstrip("/")
             if "authorization" in self.client.headers:
-                raise KeyRefused(
-                    f"{where} refused the API key (HTTP 401): pass the container's key with "
-                    f"--api-key or {VLLM_API_KEY_VAR}"
-                )
-            raise KeyRefused(
-                f"{where} wants an API key (HTTP 401): pass it with --api-key or set "
-                f"{VLLM_API_KEY_VAR}"
-            )
+                said = "refused the API key (HTTP 401): pass the container's key with --api-key or"
+            else:
+                said = "wants an API key (HTTP 401): pass it with --api-key or set"
+            raise KeyRefused(f"{where} {said} {VLLM_API_KEY_VAR}")
         if status == 429:
             wait = retry_after_s(response.headers.get("retry-after"))
             raise Throttled(error_answers.said(response.content, 429), wait)
@@ -269,9 +253,8 @@ def _failed_connection(error: BaseException) -> str:
 async def wait_ready(
     client: httpx.AsyncClient, seconds: float, command: str, bar: bool = True
 ) -> None:
-    """Call /ping until it answers 200: a container that is starting is waited for up to
-    `seconds`, with one line saying so (`command: waiting ...`) and, on a terminal when `bar`,
-    a progress bar; `NotReady` at once when nobody is there, or once `seconds` have passed."""
+    """Call /ping until it answers 200: a container starting is waited for up to `seconds`, said
+    in one line and, on a terminal when `bar`, a bar; `NotReady` when nobody is there, or late."""
     url = str(client.base_url).rstrip("/")
     loop = asyncio.get_running_loop()
     begun = loop.time()

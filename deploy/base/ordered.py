@@ -1,7 +1,5 @@
 """Mini-batches, as `transform`, `batch` and `deploy batch --local` send records to
-`/invocations`: packed under a byte limit and a record count (`packed`), finished in input order
-with at most `window` in flight (`in_order`), under SageMaker's payload limit
-(`payload_problem`)."""
+`/invocations`: `packed`, finished `in_order`, under SageMaker's limit (`payload_problem`)."""
 
 import asyncio
 from collections import deque
@@ -43,9 +41,8 @@ def payload_problem(
 def packed(
     items: Iterable[Item], cost: Callable[[Item], int], max_bytes: int, max_items: int
 ) -> Iterator[list[Item]]:
-    """`items` in mini-batches of at most `max_items` whose `cost`s (bytes of the request) add up
-    to at most `max_bytes` (0: no limit); an item over the limit alone goes in one of its own,
-    for the caller to refuse first."""
+    """`items` in mini-batches of at most `max_items` (0: any) whose `cost`s (bytes) add up to at
+    most `max_bytes` (0: no limit); an item over it goes alone, for the caller to refuse first."""
     batch: list[Item] = []
     used = 0
     for item in items:

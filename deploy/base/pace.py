@@ -1,24 +1,18 @@
 """How many mini-batches `vllm-sagemaker batch` keeps in flight: additive increase,
-multiplicative decrease on the container's 429s.
-
-A container serving live traffic answers batch work 429 with Retry-After when its batch window
-has no room. Each such answer halves the calls allowed in flight (once per `calm_s`: the 429s of
-one busy spell count once); each answered call adds 1/limit, so the limit grows by about one call
-per round of calls, up to `most`. A throttled call is never a failure: it waits Retry-After and
-goes again, however often (`invoke.with_retries`).
-"""
+multiplicative decrease on the container's 429s (it has no batch room beside live traffic): a 429
+halves the limit, once per `calm_s` (one busy spell counts once); each answer adds 1/limit, about
+one call per round, up to `most`. A throttled call waits Retry-After and goes again, never
+failing."""
 
 import asyncio
 import time
 
 
 def cut(limit: float) -> float:
-    """The limit after a throttled answer."""
     return max(1.0, limit / 2)
 
 
 def grow(limit: float, most: int) -> float:
-    """The limit after an answered call."""
     return min(float(most), limit + 1 / limit)
 
 
@@ -49,7 +43,7 @@ class Pace:
         self._wake()
 
     def _wake(self) -> None:
-        """Wake every waiting call (each waits on the event current when it began)."""
+        # Each waiting call waits on the event current when it began.
         self._changed.set()
         self._changed = asyncio.Event()
 

@@ -1,6 +1,5 @@
-"""What the client's runs count and show: the one progress bar of `transform` and `batch`
-(`Progress`); and for `batch` and `deploy batch`, the summary of lines and tokens they end with
-and the output and error files they append answers to (`Sinks`)."""
+"""What the client's runs count and show: the progress bar of `transform` and `batch`, the
+summary of `batch` and `deploy batch`, and the output and error files they append to."""
 
 import sys
 import time
@@ -23,8 +22,7 @@ class Summary:
     throttled: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    # Lines that got no answer from a model, by why (`deploy batch`: their jobs failed, or
-    # never started): their error lines are written, and they are not counted as answered.
+    # Lines no model answered, by why (`deploy batch`: a job failed or never started).
     not_run: dict[str, int] = field(default_factory=dict)
 
     def skip(self, why: str) -> None:
@@ -41,7 +39,7 @@ class Summary:
         self.completion_tokens += completion
 
     def counts(self) -> str:
-        """Lines and tokens, the part every summary (of `batch` or of a fleet) starts with."""
+        """Lines and tokens, what every summary (of `batch` or of a fleet) starts with."""
         skipped = "".join(f", {count} lines not run ({why})" for why, count in self.not_run.items())
         return (
             f"{self.lines} lines answered ({self.succeeded} succeeded, {self.failed} failed"
@@ -59,8 +57,7 @@ LOG_EVERY_S = 10.0
 
 
 class Progress:
-    """A bar on a terminal (none when `quiet`); elsewhere, with `log`, the line `log(seconds)`
-    every LOG_EVERY_S. `close` says how long the run took."""
+    """A bar on a terminal (unless `quiet`); elsewhere, `log(seconds)` every LOG_EVERY_S."""
 
     def __init__(
         self,

@@ -1,7 +1,4 @@
-"""`vllm-sagemaker batch`: its options, and the run they ask for (`deploy.batch.run`).
-
-This module loads no boto3: `vllm-sagemaker --help` builds this command's parser.
-"""
+"""`vllm-sagemaker batch`'s options (no boto3 here: `--help` builds the parser)."""
 
 import argparse
 import dataclasses
@@ -98,8 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, extra: list[str]) -> int:
-    """0 once every line is answered; a run that cannot go on is a `ClientError` (1), an option
-    refused a `Refused` (2), Ctrl-C an `interrupts.Interrupted` (130)."""
+    """0 once every line is answered, else a `ClientError` (1), `Refused` (2), `Interrupted`."""
     if extra and not args.model:
         raise Refused(f"unrecognized arguments: {' '.join(extra)}")
     if args.api_key and args.sagemaker_endpoint:

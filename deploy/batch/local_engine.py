@@ -1,10 +1,6 @@
-"""`serve` started for the length of one run: a free local port, ready when /ping says 200.
-
-The engine is for the run alone: it listens on 127.0.0.1 only (`serve` itself binds 0.0.0.0, as
-a container must) and requires an API key, a fresh random one unless `--api-key` gives it, so
-neither its routes nor its Files and Batches API are open to the network or to other local users
-while the run goes on.
-"""
+"""`serve` started for one run (`batch --model`): on 127.0.0.1 only (`serve` itself binds
+0.0.0.0, as a container must), requiring an API key (a fresh random one unless `--api-key` gives
+it), so its routes and Files API are open to neither the network nor other local users."""
 
 import asyncio
 import contextlib
@@ -33,7 +29,7 @@ HOST = "127.0.0.1"
 
 
 class EngineFailed(ClientError):
-    """The engine did not start; the message ends with the tail of its log."""
+    """The engine did not start; the line ends with its log's tail."""
 
 
 def _free_port() -> int:
@@ -43,22 +39,17 @@ def _free_port() -> int:
 
 
 def new_key() -> str:
-    """A fresh random API key for one run's engine: 256 bits in hex, plain characters for an
-    `Authorization` header."""
+    """A fresh random API key: 256 bits in hex (plain characters for a header)."""
     return secrets.token_hex(32)
 
 
 def command(
     serve: str, model: str, extra: Sequence[str], port: int, api_key: str
 ) -> tuple[list[str], dict[str, str]]:
-    """The arguments and environment of `serve` for the run: `extra` (options for vLLM), then
-    `--host 127.0.0.1`, last so that it wins; the key as SM_VLLM_API_KEY, which both vLLM and
-    our handler take over a VLLM_API_KEY the environment may hold. The key is in no command
-    line, which every local user can read (`ps`): it goes to `serve` in its environment, and
-    `serve` hands one key to vLLM the same way (`env_args.api_key_placement`). No live request
-    reaches an engine that is the run's alone, so its batch window never yields: the run keeps
-    the engine full (the API server's cap would halve it on a busy core, for nobody; 0.74x ->
-    0.84x of `vllm.LLM` in benchmarks/engine_speed.py)."""
+    """`serve`'s arguments and environment: `extra` (for vLLM), then `--host 127.0.0.1` to win.
+    The key goes in the environment as SM_VLLM_API_KEY (over any VLLM_API_KEY), never in a
+    command line every local user can read (`ps`). No live request reaches the run's engine, so
+    its batch window never yields (0.74x -> 0.84x of `vllm.LLM` in benchmarks/engine_speed.py)."""
     env = {
         **os.environ,
         "SM_VLLM_MODEL": model,
@@ -70,9 +61,8 @@ def command(
 
 
 def spawn_tied(args: Sequence[str], env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
-    """Start `args` in a session of its own (a Ctrl-C at the terminal reaches this command, which
-    stops the engine in order) that still gets SIGTERM when this process ends, however it ends
-    (`kill -9` included), so no engine outlives its run."""
+    """Start `args` in a session of its own (Ctrl-C reaches this command, which stops the engine
+    in order) that gets SIGTERM when this process ends, `kill -9` included."""
     return subprocess.Popen(
         args,
         env=env,
@@ -89,10 +79,7 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 @contextlib.asynccontextmanager
 async def serving(model: str, extra: Sequence[str], api_key: str) -> AsyncIterator[str]:
-    """Start `serve` for `model` (vLLM options in `extra`) on 127.0.0.1, requiring `api_key`;
-    yield its URL once ready; stop it with SIGTERM at the end. The start is waited for without
-    blocking the event loop, so Ctrl-C stops it at once; stopping the engine then may take a
-    while (a second Ctrl-C ends the runner, and the kernel sends the engine SIGTERM)."""
+    """`serve` for `model`, requiring `api_key`: its URL once ready (Ctrl-C stops the wait)."""
     port = _free_port()
     args, env = command(str(Path(sys.executable).with_name("serve")), model, extra, port, api_key)
     with tempfile.TemporaryDirectory(prefix="vllm-sagemaker-engine-") as tmp:
@@ -117,7 +104,7 @@ async def serving(model: str, extra: Sequence[str], api_key: str) -> AsyncIterat
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL to the engine's session if it is still there after a minute."""
+    """SIGTERM, then SIGKILL to the engine's session after a minute."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

@@ -1,9 +1,6 @@
-"""How `vllm-sagemaker batch` turns its input into requests and answers: the lines earlier runs
-answered are skipped (`--resume`, known from the outputs `deploy.batch.staging` reads back), the
-rest go at most `LINES_PER_REQUEST` in one JSON Lines request under `MAX_REQUEST_BYTES`. Lines
-the file checks refused are answered here, without a request; a mini-batch the model refuses as
-a whole becomes error lines for its lines.
-"""
+"""How `vllm-sagemaker batch` turns its input into requests and answers: lines answered before
+skipped (`--resume`), the rest at most `LINES_PER_REQUEST` a request under `MAX_REQUEST_BYTES`;
+lines the file checks refused, or in a mini-batch the model refused, become error lines."""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -44,14 +41,11 @@ class Target(Protocol):
 
 @dataclass
 class Answered:
-    """What earlier runs already answered (from the output and error files)."""
-
     custom_ids: set[str] = field(default_factory=set)
     line_numbers: set[int] = field(default_factory=set)
 
     def add(self, result: Outcome) -> None:
-        """A refused line's answer names its line number (a duplicate's custom_id is not its
-        own); any other answer is known by its custom_id."""
+        # A refused line is known by its number (a duplicate's custom_id is not its own).
         if result.line_number is not None:
             self.line_numbers.add(result.line_number)
         elif result.custom_id is not None:
@@ -82,19 +76,16 @@ def too_large(item: Checked, max_bytes: int) -> Checked:
 def mini_batches(
     checked: Iterable[Checked], size: int = LINES_PER_REQUEST, max_bytes: int = MAX_REQUEST_BYTES
 ) -> Iterator[list[Checked]]:
-    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together (a line
-    over `max_bytes` alone was refused by `too_large`, and a refused line is not sent)."""
+    """Mini-batches of at most `size` lines whose requests fit in `max_bytes` together."""
     return packed(checked, lambda item: 0 if item.fault else len(item.raw) + 1, max_bytes, size)
 
 
 def error_line(checked: Checked) -> bytes:
-    """The answer of a line the file checks refused, naming its line number."""
     assert checked.fault is not None
     return batch_error_line(checked.custom_id, checked.fault.error(checked.number))
 
 
 def refused_line(checked: Checked, refusal: invoke.ModelRefused) -> bytes:
-    """The answer of a line whose whole mini-batch the model refused."""
     message = f"The model refused the request holding this line: {refusal}"
     return batch_error_line(
         checked.custom_id, RequestError(refusal.status, message, "invocation_refused")
@@ -102,8 +93,7 @@ def refused_line(checked: Checked, refusal: invoke.ModelRefused) -> bytes:
 
 
 async def mini_batch_lines(target: Target, mini_batch: list[Checked]) -> list[bytes]:
-    """The output lines of a mini-batch, in order: known answers as they are, the rest from one
-    multi-record request to the container."""
+    """The output lines of a mini-batch, in order; the lines not refused go in one request."""
     body = b"".join(item.raw + b"\n" for item in mini_batch if item.fault is None)
     if not body:
         return [error_line(item) for item in mini_batch]
@@ -122,9 +112,7 @@ async def mini_batch_lines(target: Target, mini_batch: list[Checked]) -> list[by
 async def answer_mini_batch(
     target: Target, mini_batch: list[Checked]
 ) -> list[tuple[bytes, Outcome]]:
-    """A mini-batch's output lines, each with its outcome (every line is parsed once). A line
-    the engine aborted is no answer: the run stops before anything of the mini-batch is
-    written."""
+    """A mini-batch's lines with their outcomes; an aborted line stops the run before any."""
     lines = await mini_batch_lines(target, mini_batch)
     try:
         answers = [(line, outcome(line)) for line in lines]

@@ -1,9 +1,6 @@
-"""One `vllm-sagemaker batch` run: an OpenAI batch file, streamed in mini-batches
-(`deploy.batch.minibatches`) to a container's `/invocations` (`deploy.base.invoke`) or a
-SageMaker endpoint (`deploy.batch.targets`), answers appended in input order as they come, so
-memory stays flat and a crash loses at most the lines in flight. Outputs are staged until
-delivered (`deploy.batch.staging`); a run that stops says why in one line, naming `--resume`
-when answers are kept."""
+"""One `vllm-sagemaker batch` run: the input streamed in mini-batches to a container or a
+SageMaker endpoint, answers appended in input order as they come (memory stays flat, a crash
+loses at most the lines in flight), outputs staged until delivered (`deploy.batch.staging`)."""
 
 import asyncio
 import contextlib
@@ -35,8 +32,6 @@ DEFAULT_RETRIES = 5
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """What one run is asked to do, named as the command's options."""
-
     input_file: str
     output_file: str
     error_file: str | None
@@ -52,8 +47,7 @@ class BatchSettings:
     resume_from: str | None
     # Where remote, .gz and stdout outputs are staged (None: the system's temporary directory).
     output_tmp_dir: str | None
-    # The key sent to --endpoint's container, or required by --model's engine (None there: a
-    # fresh random one).
+    # The key sent to --endpoint's container, or required by --model's engine (None: a new one).
     api_key: str | None
     wait_ready: float
     serve_args: tuple[str, ...] = ()
@@ -67,27 +61,24 @@ def most_requests(settings: BatchSettings) -> int:
 
 @contextlib.asynccontextmanager
 async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Target]:
-    """Where the run's mini-batches go, ready to take them."""
-    if settings.sagemaker_endpoint:
-        # boto3 loads here, not with this module: `vllm-sagemaker --help` builds the parser.
-        from vllm_sagemaker.deploy.batch import targets
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.sagemaker_endpoint:
+            # boto3 loads here, not with this module: `vllm-sagemaker --help` builds the parser.
+            from vllm_sagemaker.deploy.batch import targets
 
-        endpoint = targets.Endpoint(
-            settings.sagemaker_endpoint,
-            settings.region,
-            settings.inference_component,
-            settings.max_retries,
-            settings.timeout_s,
-            most_requests(settings),
-            pace,
-        )
-        try:
+            endpoint = targets.Endpoint(
+                settings.sagemaker_endpoint,
+                settings.region,
+                settings.inference_component,
+                settings.max_retries,
+                settings.timeout_s,
+                most_requests(settings),
+                pace,
+            )
+            stack.callback(endpoint.close)
             await endpoint.ready()
             yield endpoint
-        finally:
-            endpoint.close()
-        return
-    async with contextlib.AsyncExitStack() as stack:
+            return
         url, key = settings.endpoint, settings.api_key
         if url is None:
             assert settings.model is not None
@@ -103,16 +94,14 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
 
 
 def stopped(error: ClientError, answered: int) -> ClientError:
-    """The line of a run stopped by `error` with `answered` lines in its outputs, naming
-    `--resume` when there are some (an undelivered output's line already says how)."""
+    """`error`, naming `--resume` when lines are answered (an `Undelivered` line already does)."""
     if not answered or isinstance(error, staging.Undelivered):
         return error
     return ClientError(f"{error.line}; {answered} lines are answered and kept: {interrupts.RESUME}")
 
 
 def interrupted(settings: BatchSettings, answered: int) -> interrupts.Interrupted:
-    """The line of a run Ctrl-C stopped with `answered` lines in its outputs: where they are
-    kept (a staged output's staging file)."""
+    """The line of a run Ctrl-C stopped: where its `answered` lines are kept."""
     uris = [settings.output_file, *([settings.error_file] if settings.error_file else [])]
     if answered:
         uris = [staging.kept_in(uri, settings.output_tmp_dir) for uri in uris]
@@ -122,7 +111,7 @@ def interrupted(settings: BatchSettings, answered: int) -> interrupts.Interrupte
 
 
 def count_lines(source: IO[bytes]) -> int | None:
-    """The number of lines of a seekable input (for the progress bar's ETA), None for a pipe."""
+    """The lines of a seekable input (for the progress bar's ETA), None for a pipe."""
     if not source.seekable():
         return None
     lines = sum(block.count(b"\n") for block in iter(lambda: source.read(1 << 20), b""))
@@ -131,8 +120,7 @@ def count_lines(source: IO[bytes]) -> int | None:
 
 
 async def run(settings: BatchSettings) -> Summary:
-    """Answer the input's lines; a `ClientError` when the run cannot go on,
-    `interrupts.Interrupted` when Ctrl-C stops it."""
+    """Answer the input's lines; `ClientError` when the run cannot go on, `Interrupted`."""
     summary = Summary()
     try:
         return await _run(settings, summary)

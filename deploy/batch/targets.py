@@ -1,6 +1,5 @@
-"""`vllm-sagemaker batch --sagemaker-endpoint`: mini-batches through InvokeEndpoint (SigV4,
-boto3's credentials), with the container's rules (`deploy.base.invoke`): a model's refusal
-becomes error lines, throttling is waited out, busy or starting is retried with backoff."""
+"""`vllm-sagemaker batch --sagemaker-endpoint`: mini-batches through InvokeEndpoint (boto3's
+credentials) with the container's rules (`deploy.base.invoke`)."""
 
 import asyncio
 import concurrent.futures
@@ -19,20 +18,16 @@ from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
 # Errors of the runtime API worth another try: the service or the model is busy or starting.
 RETRY_ERRORS = frozenset(
-    {
-        "ThrottlingException",
-        "ModelNotReadyException",
-        "ServiceUnavailable",
-        "InternalFailure",
-        "InternalDependencyException",
-    }
+    {"ThrottlingException", "ModelNotReadyException", "ServiceUnavailable", "InternalFailure"}
+    | {"InternalDependencyException"}
 )
+# Failures of the connection worth another try.
+TRANSIENT = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)
 SERVING = frozenset({"InService", "Updating", "SystemUpdating"})
 
 
 def classify(error: botocore.exceptions.ClientError) -> Exception:
-    """What an InvokeEndpoint error means for the mini-batch: retry it (`invoke.Retryable`),
-    answer its lines with errors (`invoke.ModelRefused`), or stop the run."""
+    """An InvokeEndpoint error as `invoke`'s: retry, answer with error lines, or stop."""
     response: dict[str, Any] = error.response
     code = response.get("Error", {}).get("Code", "")
     status_code = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
@@ -60,11 +55,8 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
 
 
 class Endpoint:
-    """A SageMaker real-time endpoint, called with boto3's `sagemaker-runtime` client.
-
-    boto3's own retries are off: throttling and the rest are retried here, with the same
-    backoff as the container's calls, on threads of a pool as large as the calls in flight.
-    """
+    """A SageMaker endpoint through `sagemaker-runtime`, boto3's retries off: retried as the
+    container's calls are, on a pool of threads as large as the calls in flight."""
 
     def __init__(
         self,
@@ -124,18 +116,13 @@ class Endpoint:
         async def attempt() -> bytes:
             try:
                 answer = await self._call(self.runtime.invoke_endpoint, **params)
-                return await asyncio.get_running_loop().run_in_executor(
-                    self.pool, answer["Body"].read
-                )
+                return await self._call(answer["Body"].read)
             except Exception as error:
                 if credentials.cannot_ask(error):  # none, refused, or expired during the run
                     raise invoke.InvocationFailed(str(explain(error))) from None
                 if isinstance(error, botocore.exceptions.ClientError):
                     raise classify(error) from None
-                if isinstance(
-                    error,
-                    (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError),
-                ):
+                if isinstance(error, TRANSIENT):
                     raise invoke.Retryable(str(error)) from None
                 raise
 

@@ -2,15 +2,18 @@
 they ask for (`deploy.transform.job`)."""
 
 import argparse
+import dataclasses
 
 from vllm_sagemaker.deploy.base import interrupts, invoke, profile
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import TransformJob, run
 from vllm_sagemaker.deploy.transform.jsonpath import JsonPath
 
+# The options named as the job's fields.
+FIELDS = {field.name for field in dataclasses.fields(TransformJob)}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options, named after CreateTransformJob's fields."""
     parser.add_argument(
         "--endpoint", required=True, help="the container, e.g. http://localhost:8080"
     )
@@ -44,29 +47,19 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
     def compiled(expression: str | None) -> JsonPath | None:
         return JsonPath.compile(expression) if expression else None
 
+    same = {name: value for name, value in vars(args).items() if name in FIELDS}
     return TransformJob(
-        endpoint=args.endpoint,
-        input=args.input,
-        output=args.output,
-        content_type=args.content_type,
-        accept=args.accept,
+        **{**same, "api_key": invoke.api_key(args.api_key)},
         split_lines=args.split_type == "Line",
-        batch_strategy=args.batch_strategy,
-        max_payload_mb=args.max_payload_mb,
-        max_concurrent_transforms=args.max_concurrent_transforms,
         assemble_lines=args.assemble_with == "Line",
         processing=DataProcessing(
             compiled(args.input_filter), args.join_source == "Input", compiled(args.output_filter)
         ),
-        max_retries=args.max_retries,
         timeout_s=args.timeout,
-        resume=args.resume,
-        api_key=invoke.api_key(args.api_key),
         wait_ready_s=args.wait_ready,
     )
 
 
 def main(args: argparse.Namespace) -> int:
-    """0 when every file was transformed, 1 when some failed; a job that could not start is a
-    `ClientError` with exit status 2, Ctrl-C an `interrupts.Interrupted` (130)."""
+    """0 when every file was transformed, 1 when some failed, 2 when the job could not start."""
     return interrupts.run(run(job_from_args(args)))

@@ -1,13 +1,8 @@
-"""SageMaker's DataProcessing for one record: InputFilter before sending, JoinSource and
-OutputFilter after, as CreateTransformJob defines them.
-
-- InputFilter selects part of a JSON record; a record that is not JSON is sent as it is, so the
-  container answers it with its own error line instead of the file being lost.
-- JoinSource=Input puts the answer under `SageMakerOutput` in a JSON object record; any other
-  record becomes `{"SageMakerInput": record, "SageMakerOutput": answer}`. The record joined is the
-  original one, before InputFilter.
-- OutputFilter selects part of the joined record (or of the answer without a join).
-"""
+"""SageMaker's DataProcessing for one record, as CreateTransformJob defines it: InputFilter
+selects part of a JSON record before it is sent (one not JSON is sent as it is, for the container
+to answer with an error line); JoinSource=Input puts the answer under `SageMakerOutput` in the
+original record (before InputFilter) when it is a JSON object, else makes
+`{"SageMakerInput": record, "SageMakerOutput": answer}`; OutputFilter selects part of the result."""
 
 import json
 from dataclasses import dataclass

@@ -51,8 +51,6 @@ class TransformJob:
 
 @dataclass(frozen=True)
 class Settings:
-    """What the job runs with once the container's /execution-parameters are known."""
-
     concurrency: int
     multi_record: bool
     max_payload_mb: int
@@ -60,8 +58,7 @@ class Settings:
 
 @dataclass
 class Outcome:
-    """The job's files: how many are done (`skipped`: done before, with `--resume`), why each
-    that failed did."""
+    """The job's files: how many are done (`skipped` by `--resume`), why each failed."""
 
     files: list[storage.InputFile] = field(default_factory=list)
     done: int = 0
@@ -70,7 +67,6 @@ class Outcome:
 
 
 def check(job: TransformJob) -> None:
-    """CreateTransformJob's checks of the options alone (with the container's: `settings`)."""
     if job.processing.join_input:
         if job.accept != job.content_type:
             raise Refused("JoinSource Input needs --accept equal to --content-type")
@@ -141,7 +137,6 @@ class MiniBatch:
         return b"".join(sent + b"\n" for _, sent in self.records)
 
     def input_bytes(self) -> int:
-        """How much of the input file this mini-batch covers (for progress)."""
         if self.whole_file:
             return len(self.records[0][0])
         return sum(len(original) + 1 for original, _ in self.records)
@@ -178,8 +173,7 @@ def batches(source: IO[bytes], job: TransformJob, settings: Settings) -> Iterato
 
 
 def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
-    """The output bytes for one mini-batch: the answer's records, joined and filtered, each
-    followed by LF when AssembleWith is Line."""
+    """One mini-batch's output: the answer's records, joined and filtered (AssembleWith)."""
     if not job.processing.per_record and not job.assemble_lines:
         return answer
     outputs = [answer] if batch.whole_file else list(iter_records(io.BytesIO(answer)))
@@ -222,10 +216,8 @@ async def transform_file(
 
 
 async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False) -> None:
-    """Run the job, filling in `outcome` as files are done (`quiet`: no progress bars); a
-    `ClientError` with status COULD_NOT_START when it cannot run: options SageMaker would refuse,
-    an unusable input or output, a container that cannot take calls or wants an API key (the
-    first 401 ends the job: files not begun are not sent)."""
+    """Run the job, filling in `outcome` (`quiet`: no bars); a `ClientError` with status
+    COULD_NOT_START when it cannot run (the first 401 ends the job: no more files are sent)."""
     try:
         await _transform_all(job, outcome, quiet)
     except Exception as error:
@@ -279,8 +271,7 @@ async def _transform_all(job: TransformJob, outcome: Outcome, quiet: bool) -> No
 
 
 async def run(job: TransformJob) -> int:
-    """Run the job and report it; 0 when every file was transformed, 1 otherwise.
-    `interrupts.Interrupted` when Ctrl-C stops it (the task cancelled)."""
+    """Run the job and report it: 0 when every file was transformed, 1 otherwise."""
     outcome = Outcome()
     try:
         await transform_all(job, outcome)

@@ -1,11 +1,8 @@
-"""SageMaker's JSONPath subset for InputFilter and OutputFilter, as a projection of one value.
-
-Supported: `$`, `.name` and `['name']`, `*` and `[*]`, `['a','b']` (an object with those keys),
-`[i,j]` (negative indices count from the end), `[start:end]`. A single name or index gives the
-value itself; a union, slice or wildcard gives an array (or, for names, an object). Steps after a
-wildcard apply to each element. What is missing is left out (or null for a single name), never
-an error: a record that does not match still gets an answer, so no record is lost.
-"""
+"""SageMaker's JSONPath subset for InputFilter and OutputFilter: `$`, `.name`, `['name']`, `*`,
+`[*]`, `['a','b']` (an object of those keys), `[i,j]` (negative from the end), `[start:end]`. A
+single name or index gives the value; a union, slice or wildcard an array (an object, for names),
+later steps applying to each. What is missing is left out (null for a single name), never an
+error: a record that does not match still gets an answer."""
 
 import json
 import re

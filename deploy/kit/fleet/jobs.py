@@ -1,12 +1,10 @@
-"""What runs one shard of `deploy batch`: a SageMaker transform job, or a local transform job
-against a running container (`--local URL...`). Both run the shard the same way: JSON Lines,
-Line split, MultiRecord, lines assembled, one instance (or container) per shard.
-"""
+"""What runs one shard of `deploy batch`: a SageMaker transform job, or a local one against a
+running container (`--local URL...`), both as JSON Lines, Line split, MultiRecord, assembled."""
 
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import boto3
@@ -35,14 +33,12 @@ class JobSpec:
 
 
 class Jobs(Protocol):
-    # How many shards run at once (one per slot), and whether a job started by an earlier run can be
-    # waited for instead of started again.
+    # Shards at once, and whether an earlier run's job can be waited for instead of started.
     slots: int
     can_attach: bool
 
     async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
-        """Run (or wait for) the shard's job; fill in `job`'s status, reason and seconds.
-        `started` is called once the job exists, so the fleet records it before it ends."""
+        """Run (or wait for) the shard's job, filling in `job`; `started()` once it exists."""
 
 
 @dataclass(frozen=True)
@@ -51,25 +47,17 @@ class TransformSettings:
     max_concurrent_transforms: int = 2
 
 
+@dataclass
 class SageMakerJobs:
     """One CreateTransformJob per shard on `instance_type`, `slots` at a time, polled until done."""
 
-    can_attach = True
-
-    def __init__(
-        self,
-        model: str,
-        instance_type: str,
-        slots: int,
-        settings: TransformSettings,
-        poll_s: float = POLL_S,
-    ) -> None:
-        self.model = model
-        self.instance_type = instance_type
-        self.slots = slots
-        self.settings = settings
-        self.poll_s = poll_s
-        self.client = boto3.client("sagemaker")
+    model: str
+    instance_type: str
+    slots: int
+    settings: TransformSettings
+    poll_s: float = POLL_S
+    client: Any = field(default_factory=lambda: boto3.client("sagemaker"))
+    can_attach: bool = field(default=True, init=False)
 
     def call(self, spec: JobSpec) -> Call:
         return transform_call(
@@ -123,13 +111,11 @@ class LocalJobs:
         self.endpoints = list(endpoints)
         self.slots = len(self.endpoints)
         self.settings = settings
-        # Sent to every container as it is (the caller resolves --api-key and VLLM_API_KEY).
-        self.api_key = api_key
+        self.api_key = api_key  # as resolved from --api-key or VLLM_API_KEY
 
     async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
         started()
         begun = time.monotonic()
-        # The shard's job as SageMaker runs it.
         shard_job = transform.TransformJob(
             endpoint=self.endpoints[spec.slot % self.slots],
             input=spec.input,
