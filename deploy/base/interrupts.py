@@ -71,11 +71,28 @@ def wait_line(
     kind, key, check, undo = WAITS[operation]
     name = params[key]
     seen = f" ({status})" if status else ""
-    where = (f" --region {region}" if region else "") + (f" --profile {profile}" if profile else "")
+    where = _where(region, profile)
     return interrupted_line(
         f"{kind} {name}{seen} goes on in SageMaker without this command",
         f"check it with {check.format(name=name)}{where}, or {undo.format(name=name)}{where}",
     )
+
+
+def not_waited_line(
+    operation: str, params: dict[str, Any], region: str | None, profile: str | None
+) -> str:
+    """What `--no-wait` says as it returns: what goes on, and the command that checks it (the
+    one a Ctrl-C during the wait names)."""
+    kind, key, check, _ = WAITS[operation]
+    name = params[key]
+    return (
+        f"{kind} {name} goes on in SageMaker (--no-wait); "
+        f"check it with {check.format(name=name)}{_where(region, profile)}"
+    )
+
+
+def _where(region: str | None, profile: str | None) -> str:
+    return (f" --region {region}" if region else "") + (f" --profile {profile}" if profile else "")
 
 
 def second_line(command: str) -> str:

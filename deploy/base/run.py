@@ -15,7 +15,7 @@ from botocore import xform_name
 from vllm_sagemaker.deploy.base import profile, storage
 from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S, Call, Lines, Undo, to_json
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
-from vllm_sagemaker.deploy.base.interrupts import Interrupted, wait_line
+from vllm_sagemaker.deploy.base.interrupts import Interrupted, not_waited_line, wait_line
 from vllm_sagemaker.deploy.base.say import say
 from vllm_sagemaker.handler.core.jsonlines import iter_records
 
@@ -220,3 +220,9 @@ def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) 
         raise Interrupted(
             wait_line(describe.operation, describe.params, last, region, given)
         ) from None
+
+
+def not_waited(describe: Call) -> None:
+    """Say, for `--no-wait`, that what `describe` reads goes on unwaited, and how to check it."""
+    region = boto3.client(describe.service).meta.region_name
+    say(not_waited_line(describe.operation, describe.params, region, profile.given_profile()))

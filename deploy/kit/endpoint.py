@@ -9,11 +9,10 @@ from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
+from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.no_wait import not_waited
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, serverless_note, source
 from vllm_sagemaker.deploy.kit.plans.endpoint import (
     DEFAULT_INSTANCE_COUNT,

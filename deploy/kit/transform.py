@@ -9,10 +9,9 @@ from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import ClientError, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import Rollback, execute, wait_for
+from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
 from vllm_sagemaker.deploy.kit.checks import env_from_pairs
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.no_wait import not_waited
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 from vllm_sagemaker.deploy.kit.plans.rollback import undo

@@ -59,7 +59,10 @@ MAY_IMPORT = {
 THIRD_PARTY: dict[str, frozenset[str] | None] = {
     "core": frozenset(),
     "container": frozenset({"vllm"}),
-    **{client: frozenset({"boto3", "botocore", "httpx", "smart_open", "tqdm"}) for client in CLIENT},
+    **{
+        client: frozenset({"boto3", "botocore", "httpx", "smart_open", "tqdm"})
+        for client in CLIENT
+    },
     "entry": frozenset(),
     "server": None,
 }

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 import boto3
 
-from vllm_sagemaker.deploy.base.aws_errors import missing
 from vllm_sagemaker.deploy.base.calls import POLL_S, Call
+from vllm_sagemaker.deploy.base.error_answers import missing
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.fleet.state import Job
 from vllm_sagemaker.deploy.kit.plans.transform import (
