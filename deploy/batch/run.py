@@ -136,7 +136,8 @@ async def run(settings: BatchSettings) -> Summary:
 async def _run(settings: BatchSettings, summary: Summary) -> Summary:
     answered = Answered()
 
-    tmp_dir, resume = settings.output_tmp_dir, settings.resume
+    # `--resume-from` resumes too: the error file keeps what the earlier run wrote to it.
+    tmp_dir, resume = settings.output_tmp_dir, settings.resume or bool(settings.resume_from)
     output = staging.Sink(settings.output_file, tmp_dir, resume, settings.resume_from)
     errors = staging.Sink(settings.error_file, tmp_dir, resume) if settings.error_file else None
     if errors is not None and errors.directory == output.directory:
