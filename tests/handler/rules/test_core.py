@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vllm_sagemaker.container import serve
-from vllm_sagemaker.deploy.batch import targets
+from vllm_sagemaker.deploy.batch import minibatches
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.state import Fleet, Shard
 from vllm_sagemaker.deploy.kit.plans.transform import transform_call
@@ -135,7 +135,7 @@ def test_a_yes_no_variable_is_read_one_way_and_a_bad_one_stops_serve(
 
 
 THIRTY_DAYS_S = 30 * 24 * 3600
-_HEADERS = targets.CONTAINER_HEADERS
+_HEADERS = minibatches.CONTAINER_HEADERS
 _TRANSFORM = transform_call("job", "s3://b/in/", "s3://b/out/", "ml.g5.xlarge", 1, 6, 1, False)
 _FILE_EXPIRY = {"expires_after[anchor]": "created_at", "expires_after[seconds]": str(THIRTY_DAYS_S)}
 _OUTPUT_EXPIRY = {"anchor": "created_at", "seconds": THIRTY_DAYS_S}
