@@ -3,7 +3,7 @@ AWS API call (or a local file's write, service `file`) each; a body may be `Line
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,6 +20,21 @@ class Call:
     service: str
     operation: str
     params: dict[str, Any] = field(default_factory=dict)
+
+
+def client(service: str) -> Any:
+    """boto3's client for `service`. boto3 loads here, when a command first calls AWS: the
+    commands' modules, which `--help` loads, import none of it."""
+    import boto3
+
+    return boto3.client(service)
+
+
+def operation(service: str, name: str) -> Callable[..., Any]:
+    """boto3's method for the AWS operation `name` (`DescribeEndpoint`) of `service`."""
+    from botocore import xform_name
+
+    return getattr(client(service), xform_name(name))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 import botocore.exceptions
 
 from vllm_sagemaker.deploy.base import profile
-from vllm_sagemaker.deploy.base.error_answers import error_code, from_aws, message, one_line
+from vllm_sagemaker.deploy.base.error_answers import (
+    Refusal,
+    error_code,
+    from_aws,
+    message,
+    one_line,
+)
 
 # What is wrong with the credentials, by AWS's code for them, then by botocore's error.
 _CODE_KINDS = {
@@ -129,13 +135,13 @@ _LINES = {
     "failed": "cannot get AWS credentials ({told}): {fix}",
     "expired": "{whose} have expired{code}: {fix}",
     "invalid": "{whose} are not valid{code}: {fix}",
-    "denied": "AWS refused {operation}: access denied to {whose} ({told}): their policy must "
-    "allow it",
+    "denied": "access denied to {whose} ({told}): their policy must allow it",
 }
 
 
 def line(error: BaseException, source: Source) -> str | None:
-    """The line for a credentials problem `error` (not a missing profile: `explain`), else None."""
+    """The line for a credentials problem `error` (not a missing profile: `explain`), else None;
+    access denied is AWS's `Refusal` of the call."""
     if isinstance(error, OSError):
         return _process_line(error, source)
     what = "denied" if denied(error) else kind(error)
@@ -145,15 +151,15 @@ def line(error: BaseException, source: Source) -> str | None:
     if isinstance(error, botocore.exceptions.ClientError):  # AWS's answer: its code says which
         code = error_code(error.response)
         said = message(str(error.response.get("Error", {}).get("Message", "")))
-    return _LINES[what].format(
+    text = _LINES[what].format(
         place=f" in profile {source.name}" if source.name in source.profiles else "",
         source=source,
         fix=remedy(source),
         told=said or code or one_line(str(error)),
         whose=_whose(source),
         code=f" ({code})" if code else "",
-        operation=getattr(error, "operation_name", ""),
     )
+    return Refusal(getattr(error, "operation_name", ""), text) if what == "denied" else text
 
 
 def _process_line(error: OSError, source: Source) -> str | None:
@@ -168,29 +174,14 @@ def _process_line(error: OSError, source: Source) -> str | None:
     return f"the credential_process command of profile {name} {problem}: `{command}`"
 
 
-def source(env: Mapping[str, str] = os.environ) -> Source:
-    """Where boto3 takes this run's credentials from (the environment's keys lose to --profile)."""
-    import botocore.session
-
-    given = profile.given_profile()
-    config = botocore.session.Session(profile=given)
-    try:
-        profiles = config.full_config.get("profiles", {})
-    except botocore.exceptions.BotoCoreError:  # a config file that does not parse
-        profiles = {}
-    name = given or config.get_config_variable("profile") or "default"
-    return Source(name, profiles, given is None and bool(env.get(KEY_VARIABLE)))
-
-
-def explain(error: BaseException) -> str | None:
+def explain(error: BaseException, env: Mapping[str, str] = os.environ) -> str | None:
     """The line for `error` when it is about credentials (or a profile); None otherwise."""
-    process = isinstance(error, OSError) and error.filename  # a credential_process's, maybe
-    if kind(error) is None and not denied(error) and not process:
-        return None
+    name, profiles, files = profile.aws_config()
     if isinstance(error, botocore.exceptions.ProfileNotFound):
-        name = str(error.kwargs.get("profile", ""))
+        unknown = str(error.kwargs.get("profile", ""))
         variables = (profile.OLD_PROFILE_VARIABLE, profile.PROFILE_VARIABLE)  # botocore's order
-        named = (var for var in variables if os.environ.get(var) == name)
-        where = next(named, "the AWS profile")
-        return profile.unknown_profile(f"{where} {name!r}", name, *profile.config_profiles())
-    return line(error, source())
+        where = next((var for var in variables if env.get(var) == unknown), "the AWS profile")
+        return profile.unknown_profile(f"{where} {unknown!r}", unknown, profiles, files)
+    # The environment's keys lose to --profile.
+    env_keys = profile.given_profile() is None and bool(env.get(KEY_VARIABLE))
+    return line(error, Source(name, profiles, env_keys))

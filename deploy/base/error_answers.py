@@ -21,6 +21,19 @@ _XML_CODE = re.compile(r"<Code>\s*([A-Za-z0-9.]+)\s*</Code>")
 _NOT_AWS = "not AWS's answer: check AWS_ENDPOINT_URL and any proxy on the way (HTTPS_PROXY)"
 
 
+class Refusal(str):
+    """AWS's refusal of a call, the line `AWS refused OPERATION: REASON`, its parts kept: the
+    line of a call that failed names the call once."""
+
+    operation: str
+    reason: str
+
+    def __new__(cls, operation: str, reason: str) -> "Refusal":
+        line = super().__new__(cls, f"AWS refused {operation}: {reason}")
+        line.operation, line.reason = operation, reason
+        return line
+
+
 def one_line(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 1] + "…"
@@ -96,19 +109,6 @@ def missing(error: "botocore.exceptions.ClientError") -> bool:
     return named or "Could not find" in detail.get("Message", "")
 
 
-def aws_answer(error: "botocore.exceptions.ClientError") -> str:
-    code = error_code(error.response)
-    operation = error.operation_name
-    if not from_aws(error.response):
-        return f"{operation} {not_aws(int(code))}"
-    if code == "NoSuchBucket":
-        return f"bucket {error.response['Error'].get('BucketName', '')} does not exist"
-    if code in ("NoSuchKey", "404"):
-        return "the object does not exist"
-    told = message(str(error.response.get("Error", {}).get("Message", "")))
-    return f"AWS refused {operation}: {code}" + (f": {told}" if told else "")
-
-
 def aws_line(error: BaseException) -> str | None:
     import boto3.exceptions
     import botocore.exceptions
@@ -122,7 +122,15 @@ def aws_line(error: BaseException) -> str | None:
     ):
         return f"{error}: check the network, the region and AWS_ENDPOINT_URL"
     if isinstance(error, botocore.exceptions.ClientError):
-        return aws_answer(error)
+        code, operation = error_code(error.response), error.operation_name
+        if not from_aws(error.response):
+            return f"{operation} {not_aws(int(code))}"
+        if code == "NoSuchBucket":
+            return f"bucket {error.response['Error'].get('BucketName', '')} does not exist"
+        if code in ("NoSuchKey", "404"):
+            return "the object does not exist"
+        told = message(str(error.response.get("Error", {}).get("Message", "")))
+        return Refusal(operation, code + (f": {told}" if told else ""))
     if isinstance(error, ResponseParserError):
         return f"an answer that does not parse, {_NOT_AWS}"
     if isinstance(error, (botocore.exceptions.BotoCoreError, boto3.exceptions.Boto3Error)):

@@ -129,37 +129,28 @@ def retry_after_s(value: str | None) -> float:
         return THROTTLE_WAIT_S
 
 
-def backoff_s(attempt: int) -> float:
-    """The wait before retry `attempt` (1-based): doubling up to MAX_BACKOFF_S, jittered."""
-    return min(2 ** (attempt - 1), MAX_BACKOFF_S) * random.uniform(0.5, 1.0)
-
-
 async def with_retries(
     attempt: Callable[[], Awaitable[bytes]], retries: int, pace: Pace | None = None
 ) -> bytes:
     """`attempt()`'s answer after up to `retries` `Retryable`s (with `pace`: `Throttled`s free)."""
-    failure = ""
-    number = 0
+    tries = 0
     while True:
         try:
             answer = await attempt()
-        except Throttled as error:
-            if pace is None:
-                failure = str(error)
-            else:
+        except Retryable as error:
+            if pace is not None and isinstance(error, Throttled):
                 pace.throttled()
                 await asyncio.sleep(error.retry_after_s * random.uniform(1.0, 1.5))
                 continue
-        except Retryable as error:
-            failure = str(error)
-        else:
-            if pace is not None:
-                pace.answered()
-            return answer
-        number += 1
-        if number > retries:
-            raise InvocationFailed(f"{failure} (after {retries} retries)")
-        await asyncio.sleep(backoff_s(number))
+            tries += 1
+            if tries > retries:
+                raise InvocationFailed(f"{error} (after {retries} retries)") from None
+            # Doubling up to MAX_BACKOFF_S, jittered.
+            await asyncio.sleep(min(2 ** (tries - 1), MAX_BACKOFF_S) * random.uniform(0.5, 1.0))
+            continue
+        if pace is not None:
+            pace.answered()
+        return answer
 
 
 @dataclass
@@ -233,21 +224,18 @@ def readiness(outcome: int | Exception) -> tuple[Readiness, str]:
         return Readiness.STARTING, "no answer to /ping in time"
     if isinstance(outcome, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)):
         return Readiness.STARTING, "the connection closed without an answer"
-    return Readiness.NOBODY, _failed_connection(outcome)
-
-
-def _failed_connection(error: BaseException) -> str:
-    """Why a connection failed, from the first cause that says it plainly."""
-    cause: BaseException | None = error
+    # Why a connection failed, from the first cause that says it plainly.
+    cause: BaseException | None = outcome
     while cause is not None:
         if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
+            return Readiness.NOBODY, "connection refused"
         if isinstance(cause, socket.gaierror):
-            return f"host not found: {cause.strerror}"
+            return Readiness.NOBODY, f"host not found: {cause.strerror}"
         if isinstance(cause, ssl.SSLError):
-            return f"TLS failed ({cause.strerror}): is it http:// rather than https://?"
+            why = f"TLS failed ({cause.strerror}): is it http:// rather than https://?"
+            return Readiness.NOBODY, why
         cause = cause.__cause__ or cause.__context__
-    return str(error) or type(error).__name__
+    return Readiness.NOBODY, str(outcome) or type(outcome).__name__
 
 
 async def wait_ready(

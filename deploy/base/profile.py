@@ -4,7 +4,7 @@ runs. No boto3 loads unless a profile is given: `--help` builds every parser wit
 
 import argparse
 import difflib
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def use_profile(given: str | None, env: MutableMapping[str, str]) -> str | None:
     try:
         boto3.setup_default_session(profile_name=given)
     except botocore.exceptions.ProfileNotFound:
-        return unknown_profile(f"--profile {given!r}", given, *config_profiles())
+        return unknown_profile(f"--profile {given!r}", given, *aws_config()[1:])
     env[PROFILE_VARIABLE] = given
     env.pop(OLD_PROFILE_VARIABLE, None)  # botocore would read it before AWS_PROFILE
     _given = given
@@ -61,8 +61,9 @@ def session() -> "boto3.session.Session":
     return boto3.DEFAULT_SESSION
 
 
-def config_profiles() -> tuple[Sequence[str], str]:
-    """The profiles of the AWS config, and the files they are read from."""
+def aws_config() -> tuple[str, Mapping[str, Mapping[str, str]], str]:
+    """The profile this run uses, the AWS config's profiles (none when a file does not parse)
+    and the files they are read from."""
     import botocore.exceptions
     import botocore.session
 
@@ -70,12 +71,13 @@ def config_profiles() -> tuple[Sequence[str], str]:
     paths = (str(config.get_config_variable(name)) for name in ("config_file", "credentials_file"))
     files = " or ".join(dict.fromkeys(paths))
     try:
-        return config.available_profiles, files
-    except botocore.exceptions.BotoCoreError:  # a config file that does not parse
-        return [], files
+        profiles = config.full_config.get("profiles", {})
+    except botocore.exceptions.BotoCoreError:
+        profiles = {}
+    return _given or config.get_config_variable("profile") or "default", profiles, files
 
 
-def unknown_profile(where: str, name: str, known: Sequence[str], files: str) -> str:
+def unknown_profile(where: str, name: str, known: Collection[str], files: str) -> str:
     """The line for a profile the AWS config does not have, `where` naming it as it was given."""
     near = difflib.get_close_matches(name, known, n=1)
     guess = f" ({near[0]}?)" if near else ""

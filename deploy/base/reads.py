@@ -6,25 +6,13 @@ then a real run stops with one line, and a dry run stops too or plans on with an
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import boto3
-import botocore.exceptions
-from botocore import xform_name
-
-from vllm_sagemaker.deploy.base import credentials, storage
-from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base.calls import Call, client, operation
 from vllm_sagemaker.deploy.base.error_answers import missing
 from vllm_sagemaker.deploy.base.errors import ClientError, explain
 from vllm_sagemaker.handler.core import s3_uri
 
 T = TypeVar("T")
-
-# Errors that mean AWS could not be asked at all (besides credentials it cannot be asked with).
-UNREACHABLE = (
-    botocore.exceptions.NoRegionError,
-    botocore.exceptions.EndpointConnectionError,
-    botocore.exceptions.ConnectTimeoutError,
-    storage.Unreachable,
-)
 
 
 class Reads:
@@ -39,17 +27,16 @@ class Reads:
         what a dry run that cannot reach AWS assumes instead (then None); without one it stops."""
 
         def ask() -> dict[str, Any] | None:
-            operation = getattr(boto3.client(call.service), xform_name(call.operation))
+            import botocore.exceptions
+
             try:
-                answer: dict[str, Any] = operation(**call.params)
+                answer: dict[str, Any] = operation(call.service, call.operation)(**call.params)
             except botocore.exceptions.ClientError as error:
                 if missing(error):
                     return None
                 raise
             return answer
 
-        if assumption is None:
-            return self.required(ask, call.operation)
         return self.guarded(ask, call.operation, assumption, None)
 
     def names(self, operation: str, items: str, key: str, **params: Any) -> list[str]:
@@ -63,7 +50,9 @@ class Reads:
         (default: the operation)."""
 
         def listed() -> list[Any]:
-            pages = boto3.client(service).get_paginator(xform_name(operation)).paginate(**params)
+            from botocore import xform_name
+
+            pages = client(service).get_paginator(xform_name(operation)).paginate(**params)
             return [item for page in pages for item in page.get(items, [])]
 
         return self.required(listed, what or operation)
@@ -82,10 +71,10 @@ class Reads:
         except Exception as error:
             raise ClientError(f"cannot read {what}: {_cannot_ask(error)}") from None
 
-    def guarded(self, read: Callable[[], T], what: str, assumption: str, instead: T) -> T:
+    def guarded(self, read: Callable[[], T], what: str, assumption: str | None, instead: T) -> T:
         """`read()`, or for a dry run that cannot ask AWS, `instead` (the `assumption` made is
-        recorded); a real run stops as `required` does."""
-        if not self.dry_run:
+        recorded); a real run, or a read with no assumption, stops as `required` does."""
+        if not self.dry_run or assumption is None:
             return self.required(read, what)
         try:
             return read()
@@ -96,7 +85,18 @@ class Reads:
 
 def _cannot_ask(error: Exception) -> str:
     """Why AWS could not be asked (no region or network, or credentials it cannot be asked
-    with); `error` raised again when it means something else."""
-    if not (isinstance(error, UNREACHABLE) or credentials.cannot_ask(error)):
+    with), also behind a storage line; `error` raised again when it is AWS's answer (a missing
+    bucket, access denied) or means something else."""
+    import botocore.exceptions
+
+    from vllm_sagemaker.deploy.base import credentials
+
+    unreachable = (  # AWS could not be asked at all (besides credentials it cannot be asked with)
+        botocore.exceptions.NoRegionError,
+        botocore.exceptions.EndpointConnectionError,
+        botocore.exceptions.ConnectTimeoutError,
+    )
+    cause = (error.__cause__ or error) if isinstance(error, storage.Unreachable) else error
+    if not (isinstance(cause, unreachable) or credentials.cannot_ask(cause)):
         raise error
     return explain(error) or str(error)

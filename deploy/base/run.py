@@ -9,11 +9,18 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import boto3
-from botocore import xform_name
-
 from vllm_sagemaker.deploy.base import profile, storage
-from vllm_sagemaker.deploy.base.calls import KEEP_OPTION, POLL_S, Call, Lines, Undo, to_json
+from vllm_sagemaker.deploy.base.calls import (
+    KEEP_OPTION,
+    POLL_S,
+    Call,
+    Lines,
+    Undo,
+    client,
+    operation,
+    to_json,
+)
+from vllm_sagemaker.deploy.base.error_answers import Refusal
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
 from vllm_sagemaker.deploy.base.interrupts import Interrupted, not_waited_line, wait_line
 from vllm_sagemaker.deploy.base.say import say
@@ -44,9 +51,11 @@ def execute(
 
 
 def call_failed(call: Call, said: str) -> str:
-    """The line of a call that failed, from the line of its error (`deploy.base.errors`)."""
-    operation = call.operation
-    return f"{operation} failed: {said.removeprefix(f'AWS refused {operation}: ')}"
+    """The line of a call that failed, from the line of its error; AWS's refusal of the call
+    gives only its reason."""
+    if isinstance(said, Refusal) and said.operation == call.operation:
+        said = said.reason
+    return f"{call.operation} failed: {said}"
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -102,14 +111,11 @@ class Rollback:
         if not isinstance(error, Exception):
             return  # none, or Ctrl-C: the interrupted run says what it left
         found = client_error(error)
-        told = None if found is None else found.line
-        if told is not None and self.failed is not None:
-            told = call_failed(self.failed, told)
-        line = self._rolled_back(told or f"{type(error).__name__}: {error}")
         if found is None:  # a bug: its traceback follows
-            say(line)
+            say(self._rolled_back(f"{type(error).__name__}: {error}"))
             return
-        raise ClientError(line, found.status) from error
+        told = found.line if self.failed is None else call_failed(self.failed, found.line)
+        raise ClientError(self._rolled_back(told), found.status) from error
 
     def _rolled_back(self, failure: str) -> str:
         taken = [undo for call in reversed(self.made) if (undo := self.undo(call))]
@@ -155,10 +161,9 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
         with tempfile.TemporaryFile() as part:
             lines.copy(body, part)
             part.seek(0)
-            boto3.client("s3").upload_fileobj(part, call.params["Bucket"], call.params["Key"])
+            client("s3").upload_fileobj(part, call.params["Bucket"], call.params["Key"])
         return {}
-    operation = getattr(boto3.client(call.service), xform_name(call.operation))
-    answer: dict[str, Any] = operation(**call.params)
+    answer: dict[str, Any] = operation(call.service, call.operation)(**call.params)
     return answer
 
 
@@ -199,12 +204,11 @@ def described(call: Call) -> str:
 
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:
     """Poll `describe` until its status is `done` (returned) or `failed` (ClientError)."""
-    client = boto3.client(describe.service)
-    operation = getattr(client, xform_name(describe.operation))
+    read = operation(describe.service, describe.operation)
     last = None
     try:
         while True:
-            answer = operation(**describe.params)
+            answer = read(**describe.params)
             status = answer[status_key]
             if status != last:
                 say(f"{described(describe)}: {status}")
@@ -216,7 +220,7 @@ def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) 
                 raise ClientError(f"{described(describe)}: {status}: {reason}")
             time.sleep(POLL_S)
     except KeyboardInterrupt:
-        region, given = client.meta.region_name, profile.given_profile()
+        region, given = client(describe.service).meta.region_name, profile.given_profile()
         raise Interrupted(
             wait_line(describe.operation, describe.params, last, region, given)
         ) from None
@@ -224,5 +228,5 @@ def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) 
 
 def not_waited(describe: Call) -> None:
     """Say, for `--no-wait`, that what `describe` reads goes on unwaited, and how to check it."""
-    region = boto3.client(describe.service).meta.region_name
+    region = client(describe.service).meta.region_name
     say(not_waited_line(describe.operation, describe.params, region, profile.given_profile()))

@@ -28,10 +28,6 @@ HTTP_RETRIES = 5
 HTTP_TIMEOUT_S = 300.0
 # S3's rules for bucket names (general purpose buckets).
 _BUCKET = re.compile(r"(?![0-9.]+$)(?!.*(\.\.|\.-|-\.))[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_BUCKET_RULE = (
-    "3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or "
-    "digit, not an IP address"
-)
 
 
 class Unreachable(ClientError, OSError):
@@ -52,7 +48,10 @@ class InputFile:
 def bucket_problem(bucket: str) -> str | None:
     if _BUCKET.fullmatch(bucket):
         return None
-    return f"{bucket!r} is not an S3 bucket name ({_BUCKET_RULE})"
+    return (
+        f"{bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens, "
+        "starting and ending with a letter or digit, not an IP address)"
+    )
 
 
 def is_http(uri: str) -> bool:
@@ -260,13 +259,12 @@ def reading(uri: str) -> Iterator[IO[bytes]]:
 
 def check_writable(uri: str, directory: bool = False) -> None:
     """`Unreachable` (`Refused`: a name S3 refuses) when `uri` (with `directory`: the folder
-    `uri`) could not be written, found before any work: its S3 bucket must answer; a local file's
-    nearest existing folder must take a new file (one is made and removed: permissions do not
-    say it in /proc or as root)."""
+    `uri`) could not be written, found before any work. A local file's nearest folder is probed
+    with a new file: permissions do not say it in /proc or as root."""
     if is_s3(uri):
         bucket = uri[len(S3) :].split("/", 1)[0]
-        if bucket_problem(bucket):
-            raise Refused(f"cannot write {uri}: {bucket_problem(bucket)}")
+        if problem := bucket_problem(bucket):
+            raise Refused(f"cannot write {uri}: {problem}")
         with told("write", uri):  # ListBucket, as HeadBucket, but its 404 names the bucket
             s3_client().list_objects_v2(Bucket=bucket, MaxKeys=0)
     if not is_local(uri):

@@ -32,12 +32,6 @@ class EngineFailed(ClientError):
     """The engine did not start; the line ends with its log's tail."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
 def new_key() -> str:
     """A fresh random API key: 256 bits in hex (plain characters for a header)."""
     return secrets.token_hex(32)
@@ -80,7 +74,9 @@ def _tail(path: Path, lines: int = 30) -> str:
 @contextlib.asynccontextmanager
 async def serving(model: str, extra: Sequence[str], api_key: str) -> AsyncIterator[str]:
     """`serve` for `model`, requiring `api_key`: its URL once ready (Ctrl-C stops the wait)."""
-    port = _free_port()
+    with socket.socket() as sock:  # a free port
+        sock.bind((HOST, 0))
+        port = sock.getsockname()[1]
     args, env = command(str(Path(sys.executable).with_name("serve")), model, extra, port, api_key)
     with tempfile.TemporaryDirectory(prefix="vllm-sagemaker-engine-") as tmp:
         log = Path(tmp) / "serve.log"
@@ -89,8 +85,11 @@ async def serving(model: str, extra: Sequence[str], api_key: str) -> AsyncIterat
         url = f"http://{HOST}:{port}"
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            async with httpx.AsyncClient() as client:
-                while not await _ready(client, url):
+            async with httpx.AsyncClient(base_url=url) as client:
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await client.get("/ping", timeout=2)).status_code == 200:
+                            break
                     if process.poll() is not None:
                         raise EngineFailed(f"serve exited with {process.returncode}:\n{_tail(log)}")
                     if time.monotonic() > deadline:
@@ -99,23 +98,11 @@ async def serving(model: str, extra: Sequence[str], api_key: str) -> AsyncIterat
                         )
                     await asyncio.sleep(POLL_S)
             yield url
-        finally:
-            _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL to the engine's session after a minute."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-async def _ready(client: httpx.AsyncClient, url: str) -> bool:
-    try:
-        return (await client.get(url + "/ping", timeout=2)).status_code == 200
-    except httpx.HTTPError:
-        return False
+        finally:  # SIGTERM, then SIGKILL to the engine's session after a minute
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()

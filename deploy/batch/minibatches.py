@@ -85,45 +85,35 @@ def error_line(checked: Checked) -> bytes:
     return batch_error_line(checked.custom_id, checked.fault.error(checked.number))
 
 
-def refused_line(checked: Checked, refusal: invoke.ModelRefused) -> bytes:
-    message = f"The model refused the request holding this line: {refusal}"
-    return batch_error_line(
-        checked.custom_id, RequestError(refusal.status, message, "invocation_refused")
-    )
-
-
-async def mini_batch_lines(target: Target, mini_batch: list[Checked]) -> list[bytes]:
-    """The output lines of a mini-batch, in order; the lines not refused go in one request."""
-    body = b"".join(item.raw + b"\n" for item in mini_batch if item.fault is None)
-    if not body:
-        return [error_line(item) for item in mini_batch]
-    try:
-        answers = iter(split(await target.invoke(body)))
-    except invoke.ModelRefused as refusal:
-        return [
-            error_line(item) if item.fault else refused_line(item, refusal) for item in mini_batch
-        ]
-    lines = [error_line(item) if item.fault else next(answers, b"") for item in mini_batch]
-    if any(not line for line in lines) or next(answers, None) is not None:
-        raise invoke.InvocationFailed("the container's answer did not have one line per record")
-    return lines
-
-
 async def answer_mini_batch(
     target: Target, mini_batch: list[Checked]
 ) -> list[tuple[bytes, Outcome]]:
-    """A mini-batch's lines with their outcomes; an aborted line stops the run before any."""
-    lines = await mini_batch_lines(target, mini_batch)
+    """A mini-batch's output lines, in order, with their outcomes: the lines not refused go in one
+    request; an aborted line stops the run before any is written."""
+    body = b"".join(item.raw + b"\n" for item in mini_batch if item.fault is None)
     try:
-        answers = [(line, outcome(line)) for line in lines]
+        answers = iter(split(await target.invoke(body)) if body else ())
+    except invoke.ModelRefused as refusal:
+        message = f"The model refused the request holding this line: {refusal}"
+        refused = RequestError(refusal.status, message, "invocation_refused")
+        lines = [
+            error_line(item) if item.fault else batch_error_line(item.custom_id, refused)
+            for item in mini_batch
+        ]
+    else:
+        lines = [error_line(item) if item.fault else next(answers, b"") for item in mini_batch]
+        if any(not line for line in lines) or next(answers, None) is not None:
+            raise invoke.InvocationFailed("the container's answer did not have one line per record")
+    try:
+        answered = [(line, outcome(line)) for line in lines]
     except ValueError:
         raise invoke.InvocationFailed(
             "the answer is not batch output lines (a JSON object a line): is it a vllm-sagemaker "
             "container?"
         ) from None
-    for item, (_, result) in zip(mini_batch, answers, strict=True):
+    for item, (_, result) in zip(mini_batch, answered, strict=True):
         if item.fault is None and result.aborted:
             raise invoke.InvocationFailed(
                 f"the engine aborted line {item.number} (is the container stopping?)"
             )
-    return answers
+    return answered

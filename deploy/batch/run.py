@@ -54,11 +54,6 @@ class BatchSettings:
     timeout_s: float = 600.0
 
 
-def most_requests(settings: BatchSettings) -> int:
-    """Mini-batches in flight at most (fewer while the container throttles batch work)."""
-    return max(1, settings.max_inflight // LINES_PER_REQUEST)
-
-
 @contextlib.asynccontextmanager
 async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Target]:
     async with contextlib.AsyncExitStack() as stack:
@@ -72,7 +67,6 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
                 settings.inference_component,
                 settings.max_retries,
                 settings.timeout_s,
-                most_requests(settings),
                 pace,
             )
             stack.callback(endpoint.close)
@@ -86,11 +80,11 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
             url = await stack.enter_async_context(
                 local_engine.serving(settings.model, settings.serve_args, key)
             )
-        async with invoke.client(url, key) as client:
-            await invoke.wait_ready(client, settings.wait_ready, "batch")
-            yield invoke.Container(
-                client, CONTAINER_HEADERS, settings.max_retries, settings.timeout_s, pace
-            )
+        client = await stack.enter_async_context(invoke.client(url, key))
+        await invoke.wait_ready(client, settings.wait_ready, "batch")
+        yield invoke.Container(
+            client, CONTAINER_HEADERS, settings.max_retries, settings.timeout_s, pace
+        )
 
 
 def stopped(error: ClientError, answered: int) -> ClientError:
@@ -134,12 +128,12 @@ async def run(settings: BatchSettings) -> Summary:
 
 
 async def _run(settings: BatchSettings, summary: Summary) -> Summary:
-    answered = Answered()
-
+    tmp_dir = settings.output_tmp_dir
+    output = staging.Sink(settings.output_file, tmp_dir, settings.resume, settings.resume_from)
     # `--resume-from` resumes too: the error file keeps what the earlier run wrote to it.
-    tmp_dir, resume = settings.output_tmp_dir, settings.resume or bool(settings.resume_from)
-    output = staging.Sink(settings.output_file, tmp_dir, resume, settings.resume_from)
-    errors = staging.Sink(settings.error_file, tmp_dir, resume) if settings.error_file else None
+    errors = (
+        staging.Sink(settings.error_file, tmp_dir, output.resume) if settings.error_file else None
+    )
     if errors is not None and errors.directory == output.directory:
         raise ClientError(
             f"cannot write {settings.error_file}: it is the output itself; give --error-file a "
@@ -147,6 +141,7 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
         )
     outputs = [sink for sink in (output, errors) if sink is not None]
     sinks = Sinks(output, errors)
+    answered = Answered()
     with contextlib.ExitStack() as stack:
         for sink in outputs:
             stack.callback(sink.close)
@@ -157,7 +152,8 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
                 summary.count(result)
                 summary.resumed += 1
         source = stack.enter_context(storage.reading(settings.input_file))
-        pace = Pace(most_requests(settings))
+        # Mini-batches in flight at most (fewer while the container throttles batch work).
+        pace = Pace(max(1, settings.max_inflight // LINES_PER_REQUEST))
         async with target_for(settings, pace) as target:
             progress = Progress(
                 "batch", count_lines(source), " lines", initial=summary.lines, log=summary.line
@@ -176,12 +172,7 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
                 progress.update(len(answers))
 
             try:
-                await in_order(
-                    mini_batches(to_answer(source, answered)),
-                    start,
-                    finish,
-                    most_requests(settings),
-                )
+                await in_order(mini_batches(to_answer(source, answered)), start, finish, pace.most)
             finally:
                 seconds = progress.close()
         for sink in outputs:

@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -49,13 +50,14 @@ def lock_dir(uri: str, tmp_dir: str | None) -> Path:
     return staging_dir(uri, (tmp_dir if is_staged(uri) else None) or tempfile.gettempdir())
 
 
-def staged_path(uri: str, tmp_dir: str) -> str:
-    return str(staging_dir(uri, tmp_dir) / ANSWERS) if is_staged(uri) else uri
+def staged_path(uri: str, tmp_dir: str | None) -> str:
+    """Where a run appends `uri`'s answers: `uri` itself, or staged in its directory."""
+    return str(lock_dir(uri, tmp_dir) / ANSWERS) if is_staged(uri) else uri
 
 
 def kept_in(uri: str, tmp_dir: str | None) -> str:
     """Where a stopped run's answers for `uri` are, as its line says it."""
-    path = staged_path(uri, tmp_dir or tempfile.gettempdir())
+    path = staged_path(uri, tmp_dir)
     return uri if path == uri else f"{path} (staged for {uri})"
 
 
@@ -140,26 +142,27 @@ def release(directory: Path, descriptor: int, made: list[Path]) -> None:
     os.close(descriptor)
 
 
+@dataclass
 class Sink:
     """One output of a run (the output or the error file): the local file its answers are
     appended to (opened at the first answer, emptied unless the run resumes, from this output's
     answers or from `resume_from`'s), and the lock that keeps other runs off it."""
 
-    def __init__(
-        self, uri: str, tmp_dir: str | None, resume: bool, resume_from: str | None = None
-    ) -> None:
-        self.uri = uri
-        self.tmp_dir = tmp_dir
-        self.resume = resume or resume_from is not None
-        self.resume_from = resume_from
-        self.staged = is_staged(uri)
-        self.directory = lock_dir(uri, tmp_dir)
-        self.path = str(self.directory / ANSWERS) if self.staged else uri
-        self.file: IO[bytes] | None = None
-        self.lock: int | None = None
-        self.made: list[Path] = []
+    uri: str
+    tmp_dir: str | None
+    resume: bool
+    resume_from: str | None = None
+    file: IO[bytes] | None = field(default=None, init=False)
+    lock: int | None = field(default=None, init=False)
+    made: list[Path] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.resume = self.resume or self.resume_from is not None
+        self.staged = is_staged(self.uri)
+        self.directory = lock_dir(self.uri, self.tmp_dir)
+        self.path = staged_path(self.uri, self.tmp_dir)
         try:  # before any work: an output that cannot be written, a staging dir not private
-            storage.check_writable(uri)
+            storage.check_writable(self.uri)
         except ClientError as error:
             raise self.undelivered(error) from error
         if self.staged:
@@ -200,9 +203,7 @@ class Sink:
         return repair(self.path)
 
     def write(self, data: bytes, /) -> None:
-        if self.file is None:
-            self.file = self._open()
-        self.file.write(data)
+        self._opened().write(data)
 
     def flush(self) -> None:
         if self.file is not None:
@@ -222,9 +223,7 @@ class Sink:
 
     def deliver(self) -> None:
         """The run is complete: deliver the output to its URI and remove the staged file."""
-        if self.file is None:
-            self.file = self._open()
-        self.file.close()
+        self._opened().close()
         try:
             storage.publish(self.path, self.uri)
         except ClientError as error:
@@ -232,7 +231,10 @@ class Sink:
         if self.staged:
             os.unlink(self.path)
 
-    def _open(self) -> IO[bytes]:
+    def _opened(self) -> IO[bytes]:
+        """The file, opened at the first call (emptied unless the run resumes)."""
+        if self.file is not None:
+            return self.file
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.resume else os.O_TRUNC)
         if self.staged:
             private_dir(self.directory)
@@ -241,4 +243,5 @@ class Sink:
             descriptor = os.open(self.path, flags | (os.O_NOFOLLOW if self.staged else 0), 0o666)
         if self.staged:
             os.fchmod(descriptor, 0o600)
-        return os.fdopen(descriptor, "ab")
+        self.file = os.fdopen(descriptor, "ab")
+        return self.file

@@ -56,7 +56,7 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
 
 class Endpoint:
     """A SageMaker endpoint through `sagemaker-runtime`, boto3's retries off: retried as the
-    container's calls are, on a pool of threads as large as the calls in flight."""
+    container's calls are, on a pool of threads as large as `pace` lets calls be in flight."""
 
     def __init__(
         self,
@@ -65,15 +65,14 @@ class Endpoint:
         inference_component: str | None,
         retries: int,
         timeout_s: float,
-        connections: int,
-        pace: Pace | None = None,
+        pace: Pace,
     ) -> None:
         config = botocore.config.Config(
             region_name=region,
             read_timeout=timeout_s,
             connect_timeout=10,
             retries={"total_max_attempts": 1},
-            max_pool_connections=connections,
+            max_pool_connections=pace.most,
         )
         self.name = name
         try:
@@ -84,7 +83,7 @@ class Endpoint:
         self.component = inference_component
         self.retries = retries
         self.pace = pace
-        self.pool = concurrent.futures.ThreadPoolExecutor(connections, "invoke-endpoint")
+        self.pool = concurrent.futures.ThreadPoolExecutor(pace.most, "invoke-endpoint")
 
     async def ready(self) -> None:
         """The endpoint must exist and serve (DescribeEndpoint), else nothing is sent."""

@@ -37,11 +37,6 @@ def _inspect(image: str) -> dict[str, object] | None:
     return found[0] if found else None
 
 
-def _label(info: dict[str, object], name: str) -> str | None:
-    labels = info.get("Labels") or {}
-    return labels.get(name) if isinstance(labels, dict) else None
-
-
 def debian_base() -> None:
     """Make DEBIAN_BASE from Debian's packages, unless it exists."""
     if _inspect(DEBIAN_BASE) is not None:
@@ -105,7 +100,8 @@ def make(engine: str, tag: str, given: dict[str, str]) -> int:
     base = _inspect(DEBIAN_BASE) or {}
     key = build.content_key(build.CHECKOUT, engine, {**build_args, "base": str(base.get("Id"))})
     found = _inspect(tag)
-    if found is not None and _label(found, build.CONTENT_LABEL) == key:
+    labels = (found or {}).get("Labels")
+    if found is not None and isinstance(labels, dict) and labels.get(build.CONTENT_LABEL) == key:
         print(f"image: {tag} is up to date ({key}), {_size(found)}")
         return 0
     with tempfile.TemporaryDirectory() as scratch:

@@ -140,22 +140,6 @@ def moved(base: Report, ours: Report) -> list[str]:
     return pinned + others
 
 
-def environment_problem(report: Report) -> str | None:
-    """Why pip's markers were not the GPU base's (another Python, system or machine), or None."""
-    environment = report["environment"]
-    wrong = [
-        f"{key} {environment[key]} (the base's: {value})"
-        for key, value in BASE_ENVIRONMENT.items()
-        if environment[key] != value
-    ]
-    if not wrong:
-        return None
-    return (
-        f"pip evaluated markers for {', '.join(wrong)}: run it with the base's "
-        f"Python {BASE_ENVIRONMENT['python_version']} on Linux x86_64 (--python)"
-    )
-
-
 def pip_errors(output: str) -> list[str]:
     """pip's error lines, with the lines under "The conflict is caused by:" indented below."""
     lines, in_conflict = [], False
@@ -175,9 +159,17 @@ def verdict(base: Resolution, ours: Resolution) -> tuple[int, list[str]]:
     """Exit status and lines: 0 nothing moves, 1 a package moves or conflicts, 2 pip cannot tell."""
     if base.report is None:
         return 2, [f"pip cannot resolve {VLLM} alone:", *pip_errors(base.output)]
-    problem = environment_problem(base.report)
-    if problem:
-        return 2, [problem]
+    environment = base.report["environment"]  # what pip evaluated markers for
+    wrong = [
+        f"{key} {environment[key]} (the base's: {value})"
+        for key, value in BASE_ENVIRONMENT.items()
+        if environment[key] != value
+    ]
+    if wrong:
+        return 2, [
+            f"pip evaluated markers for {', '.join(wrong)}: run it with the base's "
+            f"Python {BASE_ENVIRONMENT['python_version']} on Linux x86_64 (--python)"
+        ]
     if ours.report is None:
         if "ResolutionImpossible" in ours.output:
             return 1, [f"ours conflicts with {VLLM}'s pins:", *pip_errors(ours.output)]

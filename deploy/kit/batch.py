@@ -3,19 +3,138 @@
 
 import argparse
 import sys
+from functools import partial
 
 from vllm_sagemaker.deploy.base import interrupts
+from vllm_sagemaker.deploy.base.calls import POLL_S
 from vllm_sagemaker.deploy.base.errors import refuse
-from vllm_sagemaker.deploy.base.invoke import api_key
+from vllm_sagemaker.deploy.base.invoke import add_api_key_argument, api_key
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs
+from vllm_sagemaker.deploy.kit import checks, options
+from vllm_sagemaker.deploy.kit.checks import Check, given, positive_problem, s3_problem
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
+from vllm_sagemaker.deploy.kit.plans.shards import DEFAULT_SHARD_LINES
+from vllm_sagemaker.handler.core import s3_uri
+
+SUMMARY = "run an OpenAI batch file on a fleet of Batch Transform instances"
+DESCRIPTION = (
+    "Run an OpenAI batch file on transform jobs, one instance each, --instance-count at a time "
+    "(or on running containers with --local): the file is checked and cut into shards under "
+    "--work-prefix, and the answers are merged in input order. Running the same command again "
+    "finishes what an earlier run left."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    options.add_name(parser, "batch", "the model, and the jobs NAME-<shard>-<attempt>")
+    options.add_model(parser, False, required=False)
+    options.add_container(parser, required=False)
+    parser.add_argument(
+        "--instance-count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="transform jobs (one instance each) at once",
+    )
+    options.add_transforms(parser)
+    parser.add_argument(
+        "-i", "--input-file", metavar="INPUT", help="the OpenAI batch file: a path or s3:// URL"
+    )
+    parser.add_argument(
+        "-o", "--output-file", metavar="OUTPUT", help="where the answers go: a path or s3:// URL"
+    )
+    parser.add_argument("--error-file", metavar="PATH", help="failed lines go here")
+    parser.add_argument(
+        "--work-prefix",
+        required=True,
+        metavar="PREFIX",
+        help="s3:// prefix (a directory with --local) for shards, outputs and fleet.json",
+    )
+    parser.add_argument(
+        "--shard-lines",
+        type=int,
+        default=DEFAULT_SHARD_LINES,
+        metavar="N",
+        help=f"at most N lines per shard (default {DEFAULT_SHARD_LINES})",
+    )
+    parser.add_argument(
+        "--instance-price", type=float, metavar="USD", help="price of one instance-hour"
+    )
+    parser.add_argument(
+        "--cancel", action="store_true", help="start no new job for this --work-prefix"
+    )
+    parser.add_argument(
+        "--local",
+        nargs="+",
+        metavar="URL",
+        help="run the shards with the local transform runner against these containers",
+    )
+    parser.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=POLL_S,
+        metavar="S",
+        help=f"how often transform jobs are polled (default {POLL_S:g})",
+    )
+    add_api_key_argument(parser, " (with --local)")
+
+
+def fleet_problem(
+    cancel: bool,
+    local: list[str] | None,
+    api_key: str | None,
+    input_file: str | None,
+    output_file: str | None,
+    image: str | None,
+    instance_type: str | None,
+    *model: str | None,
+) -> str | None:
+    if cancel:
+        return None
+    if not input_file or not output_file:
+        return "--input-file and --output-file: deploy batch needs both (or --cancel)"
+    if local:
+        return None
+    if api_key:
+        return (
+            "--api-key is for --local containers: SageMaker's transform jobs call the container "
+            "without one (leave SM_VLLM_API_KEY unset there)"
+        )
+    if not (image and instance_type and any(model)):
+        return (
+            "--image, --instance-type and a model (--model-id, --model-data or --model-prefix): "
+            "deploy batch on SageMaker needs them; or give --local URL..."
+        )
+    return None
+
+
+def file_problem(option: str, value: str) -> str | None:
+    return s3_problem(option, value) if s3_uri.is_s3(value) else None
+
+
+FLEET = Check(
+    "cancel local api_key input_file output_file image instance_type "
+    "model_id model_data model_prefix",
+    fleet_problem,
+)
+INPUT_FILE = Check("input_file", given(partial(file_problem, "--input-file")))
+OUTPUT_FILE = Check("output_file", given(partial(file_problem, "--output-file")))
+ERROR_FILE = Check("error_file", given(partial(file_problem, "--error-file")))
+WORK_PREFIX = Check("work_prefix", given(partial(s3_problem, "--work-prefix")), unless="local")
+SHARD_LINES = Check("shard_lines", partial(checks.range_problem, "--shard-lines", least=1))
+POLL = Check("poll_seconds", partial(positive_problem, "--poll-seconds"))
+PRICE = Check("instance_price", given(partial(positive_problem, "--instance-price")))
+CHECKS = (
+    *(checks.REGION, checks.NAME, *checks.MODEL, FLEET, INPUT_FILE, OUTPUT_FILE, ERROR_FILE),
+    *(WORK_PREFIX, *checks.INSTANCES, *checks.TRANSFORMS, SHARD_LINES, POLL, PRICE),
+    *(*checks.CONTAINER, checks.ROLE),
+)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,7 +185,7 @@ def _on_sagemaker(
     refuse(image_region_problem(args.image, run_region()))
     reads = Reads(args.dry_run)
     instance_note(args.instance_type)
-    env = model_env(env_from_pairs(args.env), args.instance_type)
+    env = model_env(checks.env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))
     first, notes = model_calls(reads, model)
     for note in notes:

@@ -1,9 +1,9 @@
-"""What `deploy` checks of its options before any AWS call, dry or not: per command a table of
-checks, each the options it reads (argparse's dests; `environ`; `environment`, the --env as
-variables) and a pure rule giving the line that says what is wrong. The first problem is refused
+"""What `deploy` checks of its options before any AWS call, dry or not: a `Check` is the options
+it reads (argparse's dests; `environ`; `environment`, the --env as variables) and a pure rule giving
+the line that says what is wrong. Each command's module holds its table (`CHECKS`) beside its
+options and its run; the checks several commands share are here. The first problem is refused
 (exit 2); a warning (an instance family the kit does not know) is said and the command goes on."""
 
-import json
 import re
 from argparse import Namespace
 from collections.abc import Callable, Mapping, Sequence
@@ -14,18 +14,12 @@ from typing import Any
 from vllm_sagemaker.deploy.base.errors import refuse
 from vllm_sagemaker.deploy.base.ordered import payload_problem
 from vllm_sagemaker.deploy.base.storage import bucket_problem
-from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.deploy.kit.image_checks import (
-    context_problem,
     image_instance_problem,
     image_problem,
     no_image_problem,
-    repository_problem,
-    serverless_image_problem,
-    tag_problem,
-    target_tag_problem,
 )
-from vllm_sagemaker.deploy.kit.plans import instances, scaling, serverless, shards
+from vllm_sagemaker.deploy.kit.plans import instances
 from vllm_sagemaker.deploy.kit.plans.instances import (
     instance_image_warning,
     instance_type_problem,
@@ -151,10 +145,6 @@ def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
     return None
 
 
-def file_problem(option: str, value: str) -> str | None:
-    return s3_problem(option, value) if s3_uri.is_s3(value) else None
-
-
 def role_problem(source: str, value: str) -> str | None:
     least, most = _ROLE_LENGTH
     if _ROLE_ARN.fullmatch(value) and least <= len(value) <= most:
@@ -178,45 +168,6 @@ def region_problem(value: str) -> str | None:
     if _REGION.fullmatch(value):
         return None
     return f"--region {value!r}: not an AWS region name (us-east-1, eu-west-2, ...)"
-
-
-def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
-    target = shards.shard_prefix(output, job)
-    if not shards.overlap(input_prefix, target):
-        return None
-    return (
-        f"--output {output}: the input's shards would go to {target}, which overlaps --input "
-        f"{input_prefix}; give an --output outside the input"
-    )
-
-
-def fleet_problem(
-    cancel: bool,
-    local: list[str] | None,
-    api_key: str | None,
-    input_file: str | None,
-    output_file: str | None,
-    image: str | None,
-    instance_type: str | None,
-    *model: str | None,
-) -> str | None:
-    if cancel:
-        return None
-    if not input_file or not output_file:
-        return "--input-file and --output-file: deploy batch needs both (or --cancel)"
-    if local:
-        return None
-    if api_key:
-        return (
-            "--api-key is for --local containers: SageMaker's transform jobs call the container "
-            "without one (leave SM_VLLM_API_KEY unset there)"
-        )
-    if not (image and instance_type and any(model)):
-        return (
-            "--image, --instance-type and a model (--model-id, --model-data or --model-prefix): "
-            "deploy batch on SageMaker needs them; or give --local URL..."
-        )
-    return None
 
 
 def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
@@ -254,22 +205,6 @@ def tensor_parallel_problem(env: Mapping[str, str], instance_type: str | None) -
     )
 
 
-def json_problem(option: str, body: bytes) -> str | None:
-    try:
-        json.loads(body)
-    except json.JSONDecodeError as error:
-        return f"{option}: not JSON ({error}): give a JSON document, or @file holding one"
-    except UnicodeDecodeError:
-        return f"{option}: not JSON (not UTF-8 text): give a JSON document, or @file holding one"
-    return None
-
-
-def expires_problem(value: str) -> str | None:
-    if token.duration_s(value) is None:
-        return f"--expires {value!r}: give 1 s to 12 h as 12h, 90m, 600s or 600"
-    return None
-
-
 def given(rule: Callable[..., str | None]) -> Callable[..., str | None]:
     def checked(value: Any, *more: Any) -> str | None:
         return None if value is None else rule(value, *more)
@@ -305,29 +240,6 @@ def stream_problem(stream: bool, prefix: str | None) -> str | None:
     return None
 
 
-def instance_mode_problem(value: str | None, instance_type: str | None) -> str | None:
-    if value is None and instance_type is None:
-        return (
-            "--instance-type or --serverless: deploy endpoint needs one, as --instance-type "
-            "ml.g5.2xlarge or --serverless 2048"
-        )
-    return None
-
-
-def openai_problem(openai: bool, use_async: bool) -> str | None:
-    if openai and use_async:
-        return "--openai: the OpenAI-compatible path is real-time; leave out --async"
-    return None
-
-
-def transform_io_problem(input_prefix: str, output: str, job: str) -> str | None:
-    return (
-        s3_problem("--input", input_prefix)
-        or s3_problem("--output", output)
-        or shards_problem(input_prefix, output, job)
-    )
-
-
 # The commands whose instances are a transform job's.
 SHARDED = ("transform", "batch")
 
@@ -354,85 +266,15 @@ TRANSFORM_PREFIX = Check(
 )
 # The kit's transform jobs pack records (MultiRecord): the local runner's rule for them.
 PAYLOAD = Check("max_payload_mb max_concurrent_transforms", partial(payload_problem, packs=True))
-# deploy image
-REPOSITORY = Check("repository", repository_problem)
-TAG = Check("tag", given(tag_problem))
-TARGET_TAG = Check("tag target", given(target_tag_problem))
-CONTEXT = Check("context", context_problem)
-# deploy endpoint
-ASYNC_OUTPUT = Check("async_output", given(partial(s3_problem, "--async-output")))
-SERVERLESS = Check("serverless", given(serverless.serverless_problem))
-PROVISIONED = Check("serverless provisioned_concurrency", serverless.provisioned_problem)
-INSTANCES_OR_SERVERLESS = Check("serverless instance_type", instance_mode_problem)
-SERVERLESS_CONFLICT = Check(
-    " ".join(dest for dest, _, _ in serverless.CONFLICTS),
-    serverless.conflict_problem,
-    when="serverless",
-)
-SERVERLESS_IMAGE = Check("image", given(serverless_image_problem), when="serverless")
-SERVERLESS_PREFIX = Check(
-    "model_prefix stream_weights",
-    partial(copied_prefix_problem, "Serverless Inference", "serverless endpoints"),
-    when="serverless",
-)
-AUTOSCALE = Check("autoscale", given(scaling.autoscale_problem))
-SCALING = Check("autoscale scale_on scale_target no_wait", scaling.scaling_problem)
-SCALE_ON_WAITING = Check("scale_on environment", scaling.waiting_env_problem)
-SCALE_TARGET = Check("scale_target", given(partial(positive_problem, "--target")))
-# deploy transform
-TRANSFORM_IO = Check("input output name", transform_io_problem)
-# deploy batch
-FLEET = Check(
-    "cancel local api_key input_file output_file image instance_type "
-    "model_id model_data model_prefix",
-    fleet_problem,
-)
-INPUT_FILE = Check("input_file", given(partial(file_problem, "--input-file")))
-OUTPUT_FILE = Check("output_file", given(partial(file_problem, "--output-file")))
-ERROR_FILE = Check("error_file", given(partial(file_problem, "--error-file")))
-WORK_PREFIX = Check("work_prefix", given(partial(s3_problem, "--work-prefix")), unless="local")
-SHARD_LINES = Check("shard_lines", partial(range_problem, "--shard-lines", least=1))
-POLL = Check("poll_seconds", partial(positive_problem, "--poll-seconds"))
-PRICE = Check("instance_price", given(partial(positive_problem, "--instance-price")))
-# deploy invoke, deploy token
-OPENAI = Check("openai use_async", openai_problem)
-EXPIRES = Check("expires", expires_problem)
 
-_MODEL = (IMAGE, MODEL_DATA, MODEL_PREFIX, STREAM)
-_INSTANCES = (INSTANCE_TYPE, UNKNOWN_TYPE, ARCHITECTURE, IMAGE_FOR_TYPE)
-_TRANSFORMS = (TRANSFORM_PREFIX, INSTANCE_COUNT, PAYLOAD)
-_CONTAINER = (ENV, TENSOR_PARALLEL_SIZE)
-CHECKS: dict[str, tuple[Check, ...]] = {
-    "image": (REGION, REPOSITORY, TAG, TARGET_TAG, CONTEXT),
-    "endpoint": (
-        *(REGION, NAME, *_MODEL, ASYNC_OUTPUT),
-        *(SERVERLESS, PROVISIONED, INSTANCES_OR_SERVERLESS, SERVERLESS_CONFLICT),
-        *(SERVERLESS_IMAGE, SERVERLESS_PREFIX, *_INSTANCES, INSTANCE_COUNT, *_CONTAINER),
-        *(SCALING, SCALE_ON_WAITING, AUTOSCALE, SCALE_TARGET, ROLE),
-    ),
-    "transform": (
-        REGION,
-        NAME,
-        *_MODEL,
-        TRANSFORM_IO,
-        *_INSTANCES,
-        *_TRANSFORMS,
-        *_CONTAINER,
-        ROLE,
-    ),
-    "batch": (
-        *(REGION, NAME, *_MODEL, FLEET, INPUT_FILE, OUTPUT_FILE, ERROR_FILE, WORK_PREFIX),
-        *(*_INSTANCES, *_TRANSFORMS, SHARD_LINES, POLL, PRICE, *_CONTAINER, ROLE),
-    ),
-    "invoke": (REGION, NAME, OPENAI),
-    "token": (REGION, NAME, EXPIRES),
-    "delete": (REGION, NAME),
-    "dashboard": (REGION, NAME),
-}
+MODEL = (IMAGE, MODEL_DATA, MODEL_PREFIX, STREAM)
+INSTANCES = (INSTANCE_TYPE, UNKNOWN_TYPE, ARCHITECTURE, IMAGE_FOR_TYPE)
+TRANSFORMS = (TRANSFORM_PREFIX, INSTANCE_COUNT, PAYLOAD)
+CONTAINER = (ENV, TENSOR_PARALLEL_SIZE)
 
 
-def check(args: Namespace, environ: Mapping[str, str]) -> list[str]:
-    """Refused at the command's first problem; else its warnings, in order."""
+def check(table: Sequence[Check], args: Namespace, environ: Mapping[str, str]) -> list[str]:
+    """Refused at the table's first problem; else its warnings, in order."""
     given = vars(args)
     values = {
         **given,
@@ -440,7 +282,7 @@ def check(args: Namespace, environ: Mapping[str, str]) -> list[str]:
         "environment": env_from_pairs(given.get("env") or []),
     }
     warnings = []
-    for each in CHECKS[args.deploy_command]:
+    for each in table:
         found = each(values)
         if each.warns and found:
             warnings.append(found)

@@ -11,13 +11,28 @@ from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit.options import add_name, say
 from vllm_sagemaker.deploy.kit.plans.dashboard import (
     dashboard_body,
     dashboard_call,
     metrics_warning,
 )
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, metrics_env
+
+SUMMARY = "write a CloudWatch dashboard for an endpoint"
+DESCRIPTION = (
+    "Write (or replace) the CloudWatch dashboard NAME for the endpoint NAME: SageMaker's metrics "
+    "of it (invocations, model latency, CPU and GPU use, instances; for a serverless endpoint "
+    "cold starts, memory and concurrency used) beside the container's own (time to first token "
+    "and end-to-end latency p50/p95/p99, requests running and waiting, KV cache use, tokens per "
+    "second), which it writes with SAGEMAKER_METRICS=cloudwatch."
+)
+CHECKS = (checks.REGION, checks.NAME)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    add_name(parser, "dashboard", "the endpoint, and its dashboard")
 
 
 @dataclass(frozen=True)

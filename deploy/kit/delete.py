@@ -4,18 +4,30 @@ endpoint is deleted after its own deletion failed."""
 
 import argparse
 
-import botocore.exceptions
-
 from vllm_sagemaker.deploy.base.errors import ClientError, explain
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import call_failed, execute
-from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit.options import add_name, say
 from vllm_sagemaker.deploy.kit.plans.delete import delete_plan
 from vllm_sagemaker.deploy.kit.plans.rollback import touched
 
+SUMMARY = "delete what deploy created"
+DESCRIPTION = (
+    "Delete the endpoint NAME and every endpoint config and model named NAME or NAME-<UTC time>; "
+    "nothing else."
+)
+CHECKS = (checks.REGION, checks.NAME)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    add_name(parser, "delete", "the endpoint to delete, with its configs and models")
+
 
 def main(args: argparse.Namespace) -> int:
+    import botocore.exceptions  # here, not at the top: `--help` loads this module
+
     calls, kept = delete_plan(Reads(args.dry_run), args.name)
     for line in kept:
         say(line)

@@ -3,6 +3,7 @@ is InService and, with --autoscale, put its variant under Application Auto Scali
 removes what it created unless --keep-on-failure."""
 
 import argparse
+from functools import partial
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
@@ -11,9 +12,11 @@ from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
 from vllm_sagemaker.deploy.image import build
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs
-from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.options import instance_note, role, say, serverless_note, source
+from vllm_sagemaker.deploy.kit import checks, options
+from vllm_sagemaker.deploy.kit.checks import Check, given
+from vllm_sagemaker.deploy.kit.image_checks import image_region_problem, wrong_image_problem
+from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
+from vllm_sagemaker.deploy.kit.plans import scaling, serverless
 from vllm_sagemaker.deploy.kit.plans.endpoint import (
     DEFAULT_INSTANCE_COUNT,
     Instances,
@@ -25,6 +28,10 @@ from vllm_sagemaker.deploy.kit.plans.names import version
 from vllm_sagemaker.deploy.kit.plans.rollback import undo_beside
 from vllm_sagemaker.deploy.kit.plans.scaling import (
     CONCURRENCY,
+    CONCURRENCY_METRIC,
+    DEFAULT_TARGETS,
+    SCALE_ON,
+    WAITING,
     Scaling,
     metrics_env,
     parsed_range,
@@ -33,7 +40,118 @@ from vllm_sagemaker.deploy.kit.plans.scaling import (
     standing,
 )
 from vllm_sagemaker.deploy.kit.plans.serverless import Serverless, update_problem
-from vllm_sagemaker.deploy.kit.serverless_options import serverless
+from vllm_sagemaker.handler.core import cloudwatch
+from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
+
+SUMMARY = "create (or update) a SageMaker endpoint"
+DESCRIPTION = (
+    "Create a real-time (or, with --async-output, async) endpoint on instances, or a "
+    "serverless one (--serverless): a model, an endpoint config and the endpoint, then wait "
+    "until it is InService. An endpoint of that name is updated instead, to a new model and "
+    "config named NAME-<UTC time> (AWS refuses to update an endpoint on instances to "
+    "serverless)."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    options.add_name(parser, "endpoint", "the endpoint, its config and its model")
+    options.add_model(parser, True)
+    options.add_container(parser, image_default=True, serverless=True)
+    parser.add_argument(
+        "--instance-count",
+        type=int,
+        metavar="N",
+        help=f"instances behind it (default {DEFAULT_INSTANCE_COUNT})",
+    )
+    least, most = serverless.CONCURRENCY
+    parser.add_argument(
+        "--serverless",
+        metavar=serverless.FORM,
+        help="make a serverless endpoint (SageMaker Serverless Inference: CPUs only, billed per "
+        "request, none while idle) instead of one on instances: MEMORY_MB of memory per copy ("
+        + ", ".join(str(size) for size in SERVERLESS_MEMORY_SIZES_MB)
+        + f"), at most MAX_CONCURRENCY invocations at once ({least}-{most}, default "
+        f"{serverless.DEFAULT_MAX_CONCURRENCY}); the cpu image, and {SERVERLESS_MARKER}=true in "
+        "the model's environment",
+    )
+    parser.add_argument(
+        "--provisioned-concurrency",
+        type=int,
+        metavar="N",
+        help="with --serverless: keep N copies warm (at most MAX_CONCURRENCY), billed while "
+        "idle, so the first invocations wait for no cold start",
+    )
+    parser.add_argument(
+        "--async-output",
+        metavar="S3_PREFIX",
+        help="make it an async endpoint that writes its answers under this prefix",
+    )
+    parser.add_argument(
+        "--autoscale",
+        metavar="MIN:MAX",
+        help="scale the variant between MIN and MAX instances (MIN 1 or more) with Application "
+        "Auto Scaling and a target-tracking policy, registered once the endpoint is InService; "
+        "an update without it leaves a standing policy as it is",
+    )
+    parser.add_argument(
+        "--scale-on",
+        choices=SCALE_ON,
+        help=f"{CONCURRENCY} (the default): the requests in each instance's container, "
+        f"SageMaker's own metric every 10 s ({CONCURRENCY_METRIC}); {WAITING}: the requests "
+        f"waiting in vLLM's queue ({cloudwatch.REQUESTS_WAITING}, from the container's EMF "
+        f"documents, so it sets {cloudwatch.METRICS_VARIABLE}={cloudwatch.METRICS_ON})",
+    )
+    parser.add_argument(
+        "--target",
+        dest="scale_target",
+        type=float,
+        metavar="N",
+        help="the value the policy keeps its metric at, averaged over the instances (default "
+        + ", ".join(f"{value:g} for {metric}" for metric, value in DEFAULT_TARGETS.items())
+        + ")",
+    )
+    options.add_no_wait(parser, "for InService")
+    options.add_keep_on_failure(parser, "the model, endpoint config and endpoint")
+
+
+def instance_mode_problem(value: str | None, instance_type: str | None) -> str | None:
+    if value is None and instance_type is None:
+        return (
+            "--instance-type or --serverless: deploy endpoint needs one, as --instance-type "
+            "ml.g5.2xlarge or --serverless 2048"
+        )
+    return None
+
+
+ASYNC_OUTPUT = Check("async_output", given(partial(checks.s3_problem, "--async-output")))
+SERVERLESS = Check("serverless", given(serverless.serverless_problem))
+PROVISIONED = Check("serverless provisioned_concurrency", serverless.provisioned_problem)
+INSTANCES_OR_SERVERLESS = Check("serverless instance_type", instance_mode_problem)
+SERVERLESS_CONFLICT = Check(
+    " ".join(dest for dest, _, _ in serverless.CONFLICTS),
+    serverless.conflict_problem,
+    when="serverless",
+)
+SERVERLESS_IMAGE = Check(
+    "image",
+    given(partial(wrong_image_problem, wanted="cpu", why="Serverless Inference has no GPU")),
+    when="serverless",
+)
+SERVERLESS_PREFIX = Check(
+    "model_prefix stream_weights",
+    partial(checks.copied_prefix_problem, "Serverless Inference", "serverless endpoints"),
+    when="serverless",
+)
+AUTOSCALE = Check("autoscale", given(scaling.autoscale_problem))
+SCALING = Check("autoscale scale_on scale_target no_wait", scaling.scaling_problem)
+SCALE_ON_WAITING = Check("scale_on environment", scaling.waiting_env_problem)
+SCALE_TARGET = Check("scale_target", given(partial(checks.positive_problem, "--target")))
+CHECKS = (
+    *(checks.REGION, checks.NAME, *checks.MODEL, ASYNC_OUTPUT),
+    *(SERVERLESS, PROVISIONED, INSTANCES_OR_SERVERLESS, SERVERLESS_CONFLICT),
+    *(SERVERLESS_IMAGE, SERVERLESS_PREFIX, *checks.INSTANCES, checks.INSTANCE_COUNT),
+    *(*checks.CONTAINER, SCALING, SCALE_ON_WAITING, AUTOSCALE, SCALE_TARGET, checks.ROLE),
+)
 
 
 def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
@@ -74,8 +192,8 @@ def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
 
 def hosting(args: argparse.Namespace) -> Instances | Serverless:
     """Where the endpoint runs: serverless, or on --instance-type (checked before: `checks`)."""
-    found = serverless(args)
-    if found is not None:
+    found = args.serverless and serverless.parsed(args.serverless, args.provisioned_concurrency)
+    if found:
         return found
     count = DEFAULT_INSTANCE_COUNT if args.instance_count is None else args.instance_count
     return Instances(args.instance_type, count)
@@ -126,13 +244,17 @@ def main(args: argparse.Namespace) -> int:
     held = update_checked(reads, args.name, existing, where, bool(asked)) if existing else ([], [])
     image = args.image or default_image(reads, where)
     if isinstance(where, Serverless):
-        serverless_note(where)
+        say(
+            f"serverless endpoint ({where}): the cpu image, and {SERVERLESS_MARKER}=true in the "
+            "model's environment (the container keeps to Serverless Inference's 4 MB bodies and "
+            "60 s invocations)"
+        )
     else:
         instance_note(where.instance_type)
     updated = version() if existing else None
     if updated:
         say(f"{args.name} exists; the run updates it to version {updated}")
-    env = metrics_env(env_from_pairs(args.env), args.name, asked)
+    env = metrics_env(checks.env_from_pairs(args.env), args.name, asked)
     calls = endpoint_calls(
         args.name, image, source(args), where, env, role(args, reads), args.async_output, updated
     )

@@ -13,10 +13,54 @@ from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute
 from vllm_sagemaker.deploy.image import build, builders
-from vllm_sagemaker.deploy.kit.image_checks import image_name_problem
-from vllm_sagemaker.deploy.kit.options import say
+from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit.checks import Check, given
+from vllm_sagemaker.deploy.kit.image_checks import (
+    context_problem,
+    image_name_problem,
+    repository_problem,
+    tag_problem,
+    target_tag_problem,
+)
+from vllm_sagemaker.deploy.kit.options import add_keep_on_failure, say
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.deploy.kit.plans.rollback import undo
+
+SUMMARY = "build the CPU or GPU image and push it to ECR"
+DESCRIPTION = (
+    "Create the ECR repository when it is missing, then log in to ECR, build the image "
+    "(--target: the Dockerfile's ENGINE) and push it, with docker, buildah or podman; prints the "
+    "image URI to give --image (the builder's own output goes to stderr). Needs one of those "
+    "builders and a checkout of this repository (the build context)."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        choices=build.ENGINES,
+        default="gpu",
+        help="gpu: vLLM's CUDA build, for GPU instances; cpu: vLLM's CPU build, for CPU instances",
+    )
+    parser.add_argument("--repository", default=build.REPOSITORY, help="the ECR repository")
+    parser.add_argument("--tag", help="the image's tag (default: the target, cpu or gpu)")
+    parser.add_argument(
+        "--context", default=".", help="the build context: the checkout's root, with the Dockerfile"
+    )
+    parser.add_argument(
+        "--builder",
+        choices=builders.BUILDERS,
+        help="the tool that logs in, builds and pushes (default: docker when a Docker engine "
+        "answers, else buildah, else podman, the first on PATH)",
+    )
+    add_keep_on_failure(parser, "the ECR repository")
+
+
+REPOSITORY = Check("repository", repository_problem)
+TAG = Check("tag", given(tag_problem))
+TARGET_TAG = Check("tag target", given(target_tag_problem))
+CONTEXT = Check("context", context_problem)
+CHECKS = (checks.REGION, REPOSITORY, TAG, TARGET_TAG, CONTEXT)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -126,10 +126,6 @@ def image_instance_problem(image: str, instance_type: str) -> str | None:
     return wrong_image_problem(image, wanted, f"{instance_type} {has}")
 
 
-def serverless_image_problem(image: str) -> str | None:
-    return wrong_image_problem(image, "cpu", "Serverless Inference has no GPU")
-
-
 def wrong_image_problem(image: str, wanted: str, why: str) -> str | None:
     tag = image_tag(image)
     named = named_target(tag) if tag else None

@@ -13,13 +13,58 @@ import httpx
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put
-from vllm_sagemaker.deploy.base.error_answers import answered, no_endpoint
+from vllm_sagemaker.deploy.base.error_answers import answered
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, os_line, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.kit import token
-from vllm_sagemaker.deploy.kit.checks import json_problem
+from vllm_sagemaker.deploy.kit import checks, token
+from vllm_sagemaker.deploy.kit.checks import Check
+from vllm_sagemaker.deploy.kit.options import add_name
+
+SUMMARY = "call an endpoint"
+DESCRIPTION = (
+    "Send one JSON request to an endpoint and print its answer (or stream it, or, for an async "
+    "endpoint, print where the answer will appear)."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    add_name(parser, "invoke", "the endpoint")
+    parser.add_argument("--body", required=True, help="the request: JSON, or @file holding it")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--stream", action="store_true", help="print tokens as they arrive")
+    mode.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="async endpoint: upload the body, print the S3 location of the answer",
+    )
+    parser.add_argument(
+        "--openai",
+        action="store_true",
+        help="send the body to the endpoint's OpenAI-compatible path (/openai/v1/chat/"
+        "completions) with a bearer token, as an OpenAI client does, instead of InvokeEndpoint",
+    )
+
+
+def openai_problem(openai: bool, use_async: bool) -> str | None:
+    if openai and use_async:
+        return "--openai: the OpenAI-compatible path is real-time; leave out --async"
+    return None
+
+
+OPENAI = Check("openai use_async", openai_problem)
+CHECKS = (checks.REGION, checks.NAME, OPENAI)
+
+
+def json_problem(option: str, body: bytes) -> str | None:
+    try:
+        json.loads(body)
+    except json.JSONDecodeError as error:
+        return f"{option}: not JSON ({error}): give a JSON document, or @file holding one"
+    except UnicodeDecodeError:
+        return f"{option}: not JSON (not UTF-8 text): give a JSON document, or @file holding one"
+    return None
 
 
 def _body(given: str) -> bytes:
@@ -35,13 +80,9 @@ def _body(given: str) -> bytes:
 def async_output(reads: Reads, name: str) -> str:
     """Where the async endpoint `name` writes its answers (its config's S3OutputPath)."""
     assumption = f"the plan assumes {name} is an async endpoint writing to <S3OutputPath>"
-    endpoint = reads.describe(
-        Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}), assumption
-    )
-    if endpoint is None and reads.assumed:
-        return "s3://<S3OutputPath>"
+    endpoint = token.existing_endpoint(reads, name, assumption)
     if endpoint is None:
-        raise ClientError(no_endpoint(name, run_region()))
+        return "s3://<S3OutputPath>"
     config_name = endpoint["EndpointConfigName"]
     describe = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
     config = reads.describe(describe) or {}

@@ -1,18 +1,136 @@
-"""What the `deploy` commands make of the options they share (role, model source, notes), and
-`say` (`deploy.base.say`'s). No boto3 here: `deploy.kit.cli` loads it for `--help`."""
+"""The options several `deploy` commands share (the model, the container, transform jobs, the
+name, --no-wait, --keep-on-failure) and what the commands make of them (role, model source,
+notes). No boto3 here: `deploy.kit.cli` loads it for `--help`."""
 
 import argparse
 import os
 from typing import TYPE_CHECKING
 
+from vllm_sagemaker.deploy.base.calls import KEEP_OPTION
 from vllm_sagemaker.deploy.base.say import say as say
+from vllm_sagemaker.deploy.image.build import REPOSITORY
+from vllm_sagemaker.deploy.kit.checks import NAME_CHARACTERS, longest_name
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
-from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
-from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER
 
 if TYPE_CHECKING:
     from vllm_sagemaker.deploy.base.reads import Reads
+
+
+def add_name(parser: argparse.ArgumentParser, command: str, names: str) -> None:
+    parser.add_argument(
+        "--name",
+        required=True,
+        help=f"{names}: {NAME_CHARACTERS}, at most {longest_name(command)} characters",
+    )
+
+
+def add_model(parser: argparse.ArgumentParser, prefix_allowed: bool, required: bool = True) -> None:
+    source = parser.add_mutually_exclusive_group(required=required)
+    source.add_argument(
+        "--model-id",
+        help="a Hugging Face model id the container downloads at start (HF_MODEL_ID)",
+    )
+    source.add_argument(
+        "--model-data",
+        metavar="S3_TAR_GZ",
+        help="s3://bucket/.../model.tar.gz, which SageMaker unpacks into /opt/ml/model",
+    )
+    source.add_argument(
+        "--model-prefix",
+        metavar="S3_PREFIX",
+        help="an uncompressed S3 prefix"
+        + ("" if prefix_allowed else " (only with --stream-weights)"),
+    )
+    parser.add_argument(
+        "--stream-weights",
+        action="store_true",
+        help="with --model-prefix: the container streams the weights from S3 to the engine "
+        "(vLLM's Run:ai streamer) instead of SageMaker downloading them before start",
+    )
+
+
+def add_container(
+    parser: argparse.ArgumentParser,
+    required: bool = True,
+    image_default: bool = False,
+    serverless: bool = False,
+) -> None:
+    """The image, the instances and the model's environment and role; with `image_default`,
+    --image may be left out, and with `serverless`, --instance-type (for --serverless)."""
+    parser.add_argument(
+        "--image",
+        required=required and not image_default,
+        metavar="ECR_URI",
+        help="the image in ECR: <account>.dkr.ecr.<region>.amazonaws.com/<repository>[:tag] "
+        "(what `deploy image` prints); a tag naming the wrong image for the instance type "
+        "(:gpu on a CPU instance, :cpu on a GPU one) is refused"
+        + (
+            f"; default: the one the instance type takes, {REPOSITORY}:cpu or :gpu, from ECR in "
+            "the region (what `deploy image --target cpu|gpu` pushes)"
+            if image_default
+            else ""
+        )
+        + (
+            "; with --serverless, a tag naming the gpu image is refused and the default is :cpu"
+            if serverless
+            else ""
+        ),
+    )
+    parser.add_argument(
+        "--instance-type",
+        required=required and not serverless,
+        metavar="TYPE",
+        help="ml.<family>.<size>: a GPU type such as ml.g5.12xlarge takes the gpu image "
+        "(tensor parallelism spans its GPUs), a CPU type such as ml.c7i.8xlarge the cpu image"
+        + ("; give this or --serverless" if serverless else ""),
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable of the container's environment (SM_VLLM_*, SAGEMAKER_*; repeat for "
+        "more); a value `serve` would refuse is refused here",
+    )
+    parser.add_argument(
+        "--role",
+        metavar="ARN",
+        help=f"the execution role SageMaker runs the model as (default ${ROLE_VARIABLE})",
+    )
+
+
+def add_transforms(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-payload-mb",
+        type=int,
+        default=1,
+        metavar="MB",
+        help="the largest mini-batch SageMaker sends (1-100; times "
+        "--max-concurrent-transforms at most 100)",
+    )
+    parser.add_argument(
+        "--max-concurrent-transforms",
+        type=int,
+        default=2,
+        metavar="N",
+        help="mini-batches in flight per instance (0: SageMaker asks the container)",
+    )
+
+
+def add_keep_on_failure(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        KEEP_OPTION,
+        action="store_true",
+        help=f"when the run fails, keep {what} it created, to look into (by default a failed run "
+        "removes what it created, and says so)",
+    )
+
+
+def add_no_wait(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--no-wait", action="store_true", help=f"return once it is created, without waiting {what}"
+    )
 
 
 def role(args: argparse.Namespace, reads: "Reads") -> str:
@@ -37,14 +155,6 @@ def instance_note(instance_type: str) -> None:
             f"CPU instance {instance_type}: the cpu image; the kit sets no tensor parallelism "
             "and no GPU inference AMI"
         )
-
-
-def serverless_note(serverless: Serverless) -> None:
-    say(
-        f"serverless endpoint ({serverless}): the cpu image, and {SERVERLESS_MARKER}=true in the "
-        "model's environment (the container keeps to Serverless Inference's 4 MB bodies and 60 s "
-        "invocations)"
-    )
 
 
 def transform_note(instance_type: str) -> None:

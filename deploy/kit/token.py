@@ -12,12 +12,16 @@ import datetime
 import json
 import re
 import shlex
-from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl
+from typing import TYPE_CHECKING, Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.error_answers import no_endpoint
 from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.say import say
+from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit.checks import Check
+from vllm_sagemaker.deploy.kit.options import add_name
 
 if TYPE_CHECKING:
     from botocore.credentials import ReadOnlyCredentials
@@ -33,6 +37,28 @@ MAX_S = 12 * 3600
 _DURATION = re.compile(r"(\d+)([smh]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
 
+SUMMARY = "print what an OpenAI client needs to call an endpoint"
+DESCRIPTION = (
+    "Make a bearer token for the endpoint's OpenAI-compatible path from your AWS credentials (as "
+    "the SageMaker SDK's generate_token does: a SigV4 signature, made locally), check that the "
+    "endpoint exists, and print OPENAI_BASE_URL and OPENAI_API_KEY as lines a shell can eval. "
+    "Calling with the token needs the IAM actions sagemaker:CallWithBearerToken and "
+    "sagemaker:InvokeEndpoint."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    add_name(parser, "token", "the endpoint")
+    parser.add_argument(
+        "--expires",
+        default="12h",
+        help="how long the token is good for: 12h, 90m, 600s (at most 12 h, and never past "
+        "your credentials' own expiry); default 12h",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print {base_url, api_key, expires_at} as JSON"
+    )
+
 
 def token(credentials: "ReadOnlyCredentials", region: str, expires_s: int) -> str:
     from botocore.auth import SigV4QueryAuth
@@ -46,18 +72,6 @@ def token(credentials: "ReadOnlyCredentials", region: str, expires_s: int) -> st
     return PREFIX + base64.b64encode(presigned.encode()).decode()
 
 
-def presigned_query(value: str) -> dict[str, str] | None:
-    """The query of the presigned URL inside a token (None: not a token of this form)."""
-    if not value.startswith(PREFIX):
-        return None
-    try:
-        url = base64.b64decode(value.removeprefix(PREFIX), validate=True).decode()
-    except ValueError:
-        return None
-    host, _, query = url.partition("/?")
-    return dict(parse_qsl(query)) if host == HOST else None
-
-
 def base_url(runtime_url: str, endpoint: str) -> str:
     return f"{runtime_url.rstrip('/')}/endpoints/{endpoint}/openai/v1"
 
@@ -69,6 +83,16 @@ def duration_s(text: str) -> int | None:
         return None
     seconds = int(match[1]) * _UNIT_S[match[2]]
     return seconds if 0 < seconds <= MAX_S else None
+
+
+def expires_problem(value: str) -> str | None:
+    if duration_s(value) is None:
+        return f"--expires {value!r}: give 1 s to 12 h as 12h, 90m, 600s or 600"
+    return None
+
+
+EXPIRES = Check("expires", expires_problem)
+CHECKS = (checks.REGION, checks.NAME, EXPIRES)
 
 
 def openai_base(name: str) -> str:
@@ -91,16 +115,14 @@ def bearer(expires_s: int) -> str:
     return token(credentials.get_frozen_credentials(), session.region_name, expires_s)
 
 
-def existing_endpoint(reads: "Reads", name: str) -> None:
-    from vllm_sagemaker.deploy.base.error_answers import no_endpoint
-    from vllm_sagemaker.deploy.base.region import run_region
-
-    call = Call("sagemaker", "DescribeEndpoint", {"EndpointName": name})
-    if (
-        reads.describe(call, f"the plan assumes endpoint {name} exists") is None
-        and not reads.assumed
-    ):
+def existing_endpoint(reads: "Reads", name: str, assumption: str) -> dict[str, Any] | None:
+    """DescribeEndpoint's answer for `name`; None only in a dry run that could not read it."""
+    found = reads.describe(
+        Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}), assumption
+    )
+    if found is None and not reads.assumed:
         raise ClientError(no_endpoint(name, run_region()))
+    return found
 
 
 def main(args: argparse.Namespace) -> int:
@@ -108,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
     from vllm_sagemaker.deploy.base.reads import Reads
 
     reads = Reads(args.dry_run)
-    existing_endpoint(reads, args.name)
+    existing_endpoint(reads, args.name, f"the plan assumes endpoint {args.name} exists")
     base = openai_base(args.name)
     if args.dry_run:
         for assumption in reads.assumed:

@@ -3,6 +3,7 @@ shards when fewer than the instances), waited for; prints where each file's answ
 failed call removes the model the run created unless --keep-on-failure."""
 
 import argparse
+from functools import partial
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
@@ -10,12 +11,63 @@ from vllm_sagemaker.deploy.base.errors import ClientError, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
-from vllm_sagemaker.deploy.kit.checks import env_from_pairs
+from vllm_sagemaker.deploy.kit import checks, options
+from vllm_sagemaker.deploy.kit.checks import Check
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
+from vllm_sagemaker.deploy.kit.plans import shards
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 from vllm_sagemaker.deploy.kit.plans.rollback import undo
 from vllm_sagemaker.deploy.kit.plans.transform import shard_plan, transform_call
+
+SUMMARY = "run a Batch Transform job over JSON Lines"
+DESCRIPTION = (
+    "Run a Batch Transform job over the JSON Lines files under --input (cut into shards when "
+    "there are fewer files than instances); wait for it and print where each file's answers are."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    options.add_name(parser, "transform", "the transform job and its model")
+    options.add_model(parser, False)
+    parser.add_argument(
+        "--input", required=True, metavar="S3_PREFIX", help="the JSON Lines files to transform"
+    )
+    parser.add_argument(
+        "--output", required=True, metavar="S3_PREFIX", help="where the .out files go"
+    )
+    options.add_container(parser)
+    parser.add_argument(
+        "--instance-count", type=int, default=1, metavar="N", help="instances of the job"
+    )
+    options.add_transforms(parser)
+    parser.add_argument(
+        "--join-source",
+        choices=["Input", "None"],
+        default="None",
+        help="Input: each answer line also holds its input record",
+    )
+    options.add_no_wait(parser, "for the job to end")
+    options.add_keep_on_failure(parser, "the model")
+
+
+def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
+    target = shards.shard_prefix(output, job)
+    if not shards.overlap(input_prefix, target):
+        return None
+    return (
+        f"--output {output}: the input's shards would go to {target}, which overlaps --input "
+        f"{input_prefix}; give an --output outside the input"
+    )
+
+
+INPUT = Check("input", partial(checks.s3_problem, "--input"))
+OUTPUT = Check("output", partial(checks.s3_problem, "--output"))
+SHARDS = Check("input output name", shards_problem)
+CHECKS = (
+    *(checks.REGION, checks.NAME, *checks.MODEL, INPUT, OUTPUT, SHARDS, *checks.INSTANCES),
+    *(*checks.TRANSFORMS, *checks.CONTAINER, checks.ROLE),
+)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -26,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         raise ClientError(
             f"a transform job named {args.name} exists; give the new job another --name"
         )
-    env = model_env(env_from_pairs(args.env), args.instance_type)
+    env = model_env(checks.env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))
     input_prefix, shards, shard_notes = shard_plan(
         reads, args.input, args.output, args.name, args.instance_count

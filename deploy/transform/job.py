@@ -79,18 +79,14 @@ def check(job: TransformJob) -> None:
     refuse(payload_problem(job.max_payload_mb or 0, job.max_concurrent_transforms or 0, False))
 
 
-def _named(option: str, field: str, given: int | None, answer: dict) -> str:
-    """Where a setting came from, as a line names it: the option, or the container's field."""
+def _setting(given: int | None, answer: dict, field: str, option: str) -> tuple[int | None, str]:
+    """`given`, else the container's whole number for `field` (None: neither), and its name as a
+    line says it: the option, or the container's field."""
     if given is not None:
-        return option
-    return f"the container's {field}" if field in answer else field
-
-
-def _answered(answer: dict, field: str, option: str) -> int | None:
-    """The container's whole number for `field`, None when it gives none."""
+        return given, option
     value = answer.get(field)
     try:
-        return None if value is None else int(value)
+        return (None, field) if value is None else (int(value), f"the container's {field}")
     except (TypeError, ValueError):
         raise Refused(
             f"the container's /execution-parameters gives {field} {value!r}, not a whole number: "
@@ -100,27 +96,25 @@ def _answered(answer: dict, field: str, option: str) -> int | None:
 
 def settings(job: TransformJob, answer: dict) -> Settings:
     """SageMaker's precedence: the job's values, then the container's answer, then defaults."""
-    concurrency = job.max_concurrent_transforms or _answered(
-        answer, "MaxConcurrentTransforms", "--max-concurrent-transforms"
+    concurrency, concurrent = _setting(
+        job.max_concurrent_transforms or None,  # 0: the container's
+        answer,
+        "MaxConcurrentTransforms",
+        "--max-concurrent-transforms",
     )
-    payload = job.max_payload_mb
-    if payload is None:
-        payload = _answered(answer, "MaxPayloadInMB", "--max-payload-mb")
+    payload, payload_name = _setting(
+        job.max_payload_mb, answer, "MaxPayloadInMB", "--max-payload-mb"
+    )
     strategy = job.batch_strategy or answer.get("BatchStrategy") or "MultiRecord"
     result = Settings(
         concurrency=concurrency or DEFAULT_CONCURRENCY,
         multi_record=str(strategy).replace("_", "").upper() == "MULTIRECORD",
         max_payload_mb=DEFAULT_PAYLOAD_MB if payload is None else payload,
     )
-    given_concurrency = job.max_concurrent_transforms or None
-    problem = payload_problem(
-        result.max_payload_mb,
-        result.concurrency,
-        job.split_lines and result.multi_record,
-        _named("--max-payload-mb", "MaxPayloadInMB", job.max_payload_mb, answer),
-        _named("--max-concurrent-transforms", "MaxConcurrentTransforms", given_concurrency, answer),
+    packs = job.split_lines and result.multi_record
+    refuse(
+        payload_problem(result.max_payload_mb, result.concurrency, packs, payload_name, concurrent)
     )
-    refuse(problem)
     return result
 
 
@@ -132,14 +126,12 @@ class MiniBatch:
     whole_file: bool = False
 
     def body(self) -> bytes:
-        if self.whole_file:
-            return self.records[0][1]
-        return b"".join(sent + b"\n" for _, sent in self.records)
+        end = b"" if self.whole_file else b"\n"
+        return b"".join(sent + end for _, sent in self.records)
 
     def input_bytes(self) -> int:
-        if self.whole_file:
-            return len(self.records[0][0])
-        return sum(len(original) + 1 for original, _ in self.records)
+        end = 0 if self.whole_file else 1
+        return sum(len(original) + end for original, _ in self.records)
 
 
 def fitting(records: Iterable[tuple[bytes, bytes]], limit: int) -> Iterator[tuple[bytes, bytes]]:
@@ -191,83 +183,67 @@ def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
     return b"".join(output + end for output in outputs)
 
 
-async def transform_file(
-    container: invoke.Container,
-    job: TransformJob,
-    settings: Settings,
-    file: storage.InputFile,
-    target: str,
-    slots: asyncio.Semaphore,
-    progress: Progress,
-) -> None:
-    """Write `file`'s `.out` at `target`, `settings.concurrency` requests in flight at most."""
-
-    async def send(batch: MiniBatch) -> bytes:
-        async with slots:
-            return await container.invoke(batch.body())
-
-    with storage.opened(file) as source, storage.written(target) as sink:
-
-        def write(batch: MiniBatch, answer: bytes) -> None:
-            sink.write(assembled(batch, answer, job))
-            progress.update(batch.input_bytes())
-
-        await in_order(batches(source, job, settings), send, write, settings.concurrency)
-
-
 async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False) -> None:
     """Run the job, filling in `outcome` (`quiet`: no bars); a `ClientError` with status
     COULD_NOT_START when it cannot run (the first 401 ends the job: no more files are sent)."""
     try:
-        await _transform_all(job, outcome, quiet)
+        check(job)
+        outcome.files = storage.list_inputs(job.input)
+        storage.check_writable(job.output, directory=True)
+        async with invoke.client(job.endpoint, job.api_key) as client:
+            await invoke.wait_ready(client, job.wait_ready_s, "transform", bar=not quiet)
+            container = invoke.Container(client, job.headers(), job.max_retries, job.timeout_s)
+            chosen = settings(job, await container.execution_parameters())
+            slots = asyncio.Semaphore(chosen.concurrency)
+            opened_files = asyncio.Semaphore(chosen.concurrency)
+            total = sum(file.size for file in outcome.files)
+            progress = Progress("transform", total, "B", quiet=quiet)
+            refused: list[invoke.KeyRefused] = []
+
+            async def send(batch: MiniBatch) -> bytes:
+                async with slots:
+                    return await container.invoke(batch.body())
+
+            async def transform_file(file: storage.InputFile, target: str) -> None:
+                """Write `file`'s `.out` at `target`, `chosen.concurrency` requests in flight."""
+                with storage.opened(file) as source, storage.written(target) as sink:
+
+                    def write(batch: MiniBatch, answer: bytes) -> None:
+                        sink.write(assembled(batch, answer, job))
+                        progress.update(batch.input_bytes())
+
+                    await in_order(batches(source, job, chosen), send, write, chosen.concurrency)
+
+            async def one(file: storage.InputFile) -> None:
+                out = storage.joined(job.output, file.relative + ".out")
+                async with opened_files:
+                    if refused:
+                        return
+                    if job.resume and storage.exists(out):
+                        outcome.skipped += 1
+                        outcome.done += 1
+                        progress.update(file.size)
+                        return
+                    try:
+                        await transform_file(file, out)
+                        outcome.done += 1
+                    except invoke.KeyRefused as error:
+                        refused.append(error)
+                    except (ClientError, OSError) as error:
+                        outcome.failed[file.uri] = str(error)
+                        progress.update(0, failed=len(outcome.failed))
+
+            try:
+                await asyncio.gather(*(one(file) for file in outcome.files))
+            finally:
+                progress.close()
+        if refused:
+            raise refused[0]
     except Exception as error:
         found = client_error(error)
         if found is None:
             raise
         raise ClientError(found.line, COULD_NOT_START) from error
-
-
-async def _transform_all(job: TransformJob, outcome: Outcome, quiet: bool) -> None:
-    check(job)
-    outcome.files = storage.list_inputs(job.input)
-    storage.check_writable(job.output, directory=True)
-    async with invoke.client(job.endpoint, job.api_key) as client:
-        await invoke.wait_ready(client, job.wait_ready_s, "transform", bar=not quiet)
-        container = invoke.Container(client, job.headers(), job.max_retries, job.timeout_s)
-        chosen = settings(job, await container.execution_parameters())
-        slots = asyncio.Semaphore(chosen.concurrency)
-        opened_files = asyncio.Semaphore(chosen.concurrency)
-        total = sum(file.size for file in outcome.files)
-        progress = Progress("transform", total, "B", quiet=quiet)
-
-        refused: list[invoke.KeyRefused] = []
-
-        async def one(file: storage.InputFile) -> None:
-            async with opened_files:
-                out = storage.joined(job.output, file.relative + ".out")
-                if refused:
-                    return
-                if job.resume and storage.exists(out):
-                    outcome.skipped += 1
-                    progress.update(file.size)
-                else:
-                    try:
-                        await transform_file(container, job, chosen, file, out, slots, progress)
-                    except invoke.KeyRefused as error:
-                        refused.append(error)
-                        return
-                    except (ClientError, OSError) as error:
-                        outcome.failed[file.uri] = str(error)
-                        progress.update(0, failed=len(outcome.failed))
-                        return
-                outcome.done += 1
-
-        try:
-            await asyncio.gather(*(one(file) for file in outcome.files))
-        finally:
-            progress.close()
-    if refused:
-        raise refused[0]
 
 
 async def run(job: TransformJob) -> int:

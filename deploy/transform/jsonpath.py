@@ -6,7 +6,6 @@ error: a record that does not match still gets an answer."""
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,16 +84,6 @@ def parse(expression: str) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def _pick(values: Sequence[Any], picks: tuple[int | slice, ...]) -> list[Any]:
-    chosen: list[Any] = []
-    for pick in picks:
-        if isinstance(pick, slice):
-            chosen.extend(values[pick])
-        elif -len(values) <= pick < len(values):
-            chosen.append(values[pick])
-    return chosen
-
-
 def _apply(value: Any, steps: tuple[Step, ...]) -> Any:
     if not steps:
         return value
@@ -110,7 +99,12 @@ def _apply(value: Any, steps: tuple[Step, ...]) -> Any:
         return {name: _apply(value[name], rest) for name in step.names if name in value}
     if not isinstance(value, list):
         return None
-    chosen = _pick(value, step.picks)
+    chosen: list[Any] = []
+    for pick in step.picks:
+        if isinstance(pick, slice):
+            chosen.extend(value[pick])
+        elif -len(value) <= pick < len(value):
+            chosen.append(value[pick])
     if step.single:
         return _apply(chosen[0], rest) if chosen else None
     return [_apply(item, rest) for item in chosen]

@@ -19,7 +19,7 @@ from botocore.credentials import ReadOnlyCredentials
 from tests.conftest import LITELLM_MODEL
 from tests.support import cli
 from tests.support.aws import REGION, moto_endpoint
-from tests.support.runtime_emulator import Runtime, runtime_emulator
+from tests.support.runtime_emulator import Runtime, presigned_query, runtime_emulator
 from tests.support.servers import Server
 from vllm_sagemaker.deploy.kit import token
 from vllm_sagemaker.handler.core import model_names
@@ -76,12 +76,12 @@ def test_a_token_is_the_sdks_presigned_url() -> None:
     url = base64.b64decode(made.removeprefix(token.PREFIX)).decode()
     assert url.startswith("sagemaker.amazonaws.com/?Action=CallWithBearerToken&X-Amz-Algorithm=")
     assert url.endswith("&Version=1")
-    query = token.presigned_query(made)
+    query = presigned_query(made)
     assert query is not None
     assert query["X-Amz-Credential"].endswith(f"/{REGION}/sagemaker/aws4_request")
     assert (query["X-Amz-Expires"], query["X-Amz-SignedHeaders"]) == ("3600", "host")
-    assert token.presigned_query("sagemaker-api-key-%%%") is None
-    assert token.presigned_query("sk-openai-key") is None
+    assert presigned_query("sagemaker-api-key-%%%") is None
+    assert presigned_query("sk-openai-key") is None
 
 
 def key(expires_s: int = 600, region: str = REGION, secret: str = "testing") -> str:
@@ -264,7 +264,7 @@ def test_deploy_token_gives_what_an_openai_client_needs(
         "export OPENAI_BASE_URL",
         "export OPENAI_API_KEY",
     ]
-    query = token.presigned_query(lines[1].split("=", 1)[1])
+    query = presigned_query(lines[1].split("=", 1)[1])
     assert query is not None and query["X-Amz-Expires"] == "1800"
     dry = cli.run("deploy", "token", "--name", name, "--dry-run", env=env, text=True)
     assert dry.stdout == f"export OPENAI_BASE_URL={token.base_url(url, name)}\n"

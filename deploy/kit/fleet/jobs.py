@@ -2,14 +2,14 @@
 running container (`--local URL...`), both as JSON Lines, Line split, MultiRecord, assembled."""
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import boto3
-
 from vllm_sagemaker.deploy.base.calls import POLL_S, Call
+from vllm_sagemaker.deploy.base.calls import client as aws_client
 from vllm_sagemaker.deploy.base.error_answers import missing
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.fleet.state import Job
@@ -56,7 +56,7 @@ class SageMakerJobs:
     slots: int
     settings: TransformSettings
     poll_s: float = POLL_S
-    client: Any = field(default_factory=lambda: boto3.client("sagemaker"))
+    client: Any = field(default_factory=lambda: aws_client("sagemaker"))
     can_attach: bool = field(default=True, init=False)
 
     def call(self, spec: JobSpec) -> Call:
@@ -73,31 +73,22 @@ class SageMakerJobs:
         )
 
     async def run(self, spec: JobSpec, job: Job, started: Callable[[], None]) -> None:
-        if not await self._exists(spec.name):
-            call = self.call(spec)
-            await asyncio.to_thread(self.client.create_transform_job, **call.params)
+        describe = functools.partial(self.client.describe_transform_job, TransformJobName=spec.name)
+        try:
+            answer: dict[str, Any] = await asyncio.to_thread(describe)
+        except self.client.exceptions.ClientError as error:
+            if not missing(error):
+                raise
+            await asyncio.to_thread(self.client.create_transform_job, **self.call(spec).params)
             started()
-        while True:
-            answer: dict[str, Any] = await asyncio.to_thread(
-                self.client.describe_transform_job, TransformJobName=spec.name
-            )
-            status = answer["TransformJobStatus"]
-            if status in ENDED:
-                break
+            answer = await asyncio.to_thread(describe)
+        while (status := answer["TransformJobStatus"]) not in ENDED:
             await asyncio.sleep(self.poll_s)
+            answer = await asyncio.to_thread(describe)
         job.status = status
         job.reason = answer.get("FailureReason") if status != "Completed" else None
         begun, ended = answer.get("TransformStartTime"), answer.get("TransformEndTime")
         job.seconds = (ended - begun).total_seconds() if begun and ended else 0.0
-
-    async def _exists(self, name: str) -> bool:
-        try:
-            await asyncio.to_thread(self.client.describe_transform_job, TransformJobName=name)
-        except self.client.exceptions.ClientError as error:
-            if missing(error):
-                return False
-            raise
-        return True
 
 
 class LocalJobs:

@@ -72,21 +72,28 @@ def checked(source_uri: str) -> Iterator[Checked]:
         yield from checked_lines(iter_records(source), kinds.INFERENCE_ROUTES)
 
 
-def fingerprint(uri: str) -> str:
+@dataclass(frozen=True)
+class FleetBatch:
+    name: str
+    input: str
+    output: str
+    error_file: str | None
+    work: str
+    instances: int
+    shard_lines: int = DEFAULT_SHARD_LINES
+    price: float | None = None
+
+
+def prepare(batch: FleetBatch, path: str, dry_run: bool) -> Fleet:
+    """The fleet for the batch's input (read from `path`): the work prefix's when made from the
+    same file, else a new one with its shards written (unless `dry_run`)."""
+    uri, layout = batch.input, Layout(batch.work)
+    say(f"checking {uri}")
     digest = hashlib.sha256()
-    with storage.reading(uri) as source:
+    with storage.reading(path) as source:
         for block in iter(lambda: source.read(1 << 20), b""):
             digest.update(block)
-    return "sha256:" + digest.hexdigest()
-
-
-def prepare(
-    uri: str, path: str, layout: Layout, instances: int, shard_lines: int, dry_run: bool
-) -> Fleet:
-    """The fleet for the batch file `uri` (read from `path`): the work prefix's when made from the
-    same file, else a new one with its shards written (unless `dry_run`)."""
-    say(f"checking {uri}")
-    found = fingerprint(path)
+    found = "sha256:" + digest.hexdigest()
     fleet_uri = layout.at(FLEET)
     if storage.exists(fleet_uri):
         with storage.reading(fleet_uri) as existing:
@@ -108,24 +115,20 @@ def prepare(
             faults.append(f"line {item.number}: {item.fault.code}: {item.fault.message}")
     if requests == 0:
         raise Refused(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
-    sizes = shard_sizes(requests, instances, shard_lines)
+    sizes = shard_sizes(requests, batch.instances, batch.shard_lines)
     fleet = Fleet(uri, found, lines, requests, [Shard(i, n) for i, n in enumerate(sizes)])
     say(
         f"{lines} lines, {lines - requests} refused, {requests} in {len(sizes)} shards "
         f"of about {sizes[0]} lines"
     )
     if not dry_run:
-        write_shards(path, fleet, layout)
+        valid = (item.raw for item in checked(path) if item.fault is None)
+        for shard in fleet.shards:
+            with storage.written(layout.shard_file(shard)) as sink:
+                for _ in range(shard.lines):
+                    sink.write(next(valid) + b"\n")
         save(fleet, layout)
     return fleet
-
-
-def write_shards(path: str, fleet: Fleet, layout: Layout) -> None:
-    valid = (item.raw for item in checked(path) if item.fault is None)
-    for shard in fleet.shards:
-        with storage.written(layout.shard_file(shard)) as sink:
-            for _ in range(shard.lines):
-                sink.write(next(valid) + b"\n")
 
 
 def save(fleet: Fleet, layout: Layout) -> None:
@@ -153,20 +156,16 @@ async def run_shards(fleet: Fleet, layout: Layout, jobs: Jobs, name: str) -> boo
     queue = collections.deque(todo)
     stopped = False
 
-    async def slot(number: int, shard: Shard) -> None:
+    async def slot(number: int) -> None:
+        """Take the next shard as soon as this slot's job ends, until none is left or a cancel."""
         nonlocal stopped
-        while True:
-            await run_shard(fleet, layout, jobs, name, number, shard)
-            if not queue or stopped:
-                return
-            if cancelled(layout):
+        while queue and not stopped:
+            await run_shard(fleet, layout, jobs, name, number, queue.popleft())
+            if queue and not stopped and cancelled(layout):
                 stopped = True
                 say(f"cancelled: {len(queue)} shards not started")
-                return
-            shard = queue.popleft()
 
-    firsts = [queue.popleft() for _ in range(min(jobs.slots, len(queue)))]
-    await asyncio.gather(*(slot(number, shard) for number, shard in enumerate(firsts)))
+    await asyncio.gather(*(slot(number) for number in range(jobs.slots)))
     return not stopped
 
 
@@ -271,23 +270,10 @@ def report(summary: Summary, fleet: Fleet, price: float | None, complete: bool) 
     return f"{summary.counts()}, {hours:.3f} instance-hours{cost}{state}"
 
 
-@dataclass(frozen=True)
-class FleetBatch:
-    name: str
-    input: str
-    output: str
-    error_file: str | None
-    work: str
-    instances: int
-    shard_lines: int = DEFAULT_SHARD_LINES
-    price: float | None = None
-
-
 def preview(batch: FleetBatch) -> Fleet:
     """The fleet a run would follow; nothing is written."""
     with storage.local_copy(batch.input) as path:
-        layout = Layout(batch.work)
-        return prepare(batch.input, path, layout, batch.instances, batch.shard_lines, True)
+        return prepare(batch, path, True)
 
 
 def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call]) -> list[Call]:
@@ -296,13 +282,8 @@ def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call])
     layout = Layout(batch.work)
     new = not storage.exists(layout.at(FLEET))
     fleet = preview(batch)
-    saved = [
-        *(
-            put(layout.shard_file(shard), f"<{shard.lines} request lines>")
-            for shard in fleet.shards
-        ),
-        put(layout.at(FLEET), "<the fleet>"),
-    ]
+    shards = [put(layout.shard_file(s), f"<{s.lines} request lines>") for s in fleet.shards]
+    saved = [*shards, put(layout.at(FLEET), "<the fleet>")] if new else []
     marker = [remove(layout.at(CANCEL))] if cancelled(layout) else []
     todo = [shard for shard in pending(fleet, layout) if not attachable(shard, jobs)]
     created = [
@@ -312,14 +293,14 @@ def planned_calls(batch: FleetBatch, jobs: SageMakerJobs, first: Sequence[Call])
     merged = [put(batch.output, f"<{fleet.lines} answer lines in input order>")]
     if batch.error_file:
         merged.append(put(batch.error_file, "<the lines that failed>"))
-    return [*(saved if new else []), *marker, *first, *created, *merged]
+    return [*saved, *marker, *first, *created, *merged]
 
 
 async def run(batch: FleetBatch, jobs: Jobs, ready: Callable[[], object] = lambda: None) -> int:
     """Prepare, run and merge; 0 when every line has an answer. `ready` makes the model."""
     layout = Layout(batch.work)
     with storage.local_copy(batch.input) as path:
-        fleet = prepare(batch.input, path, layout, batch.instances, batch.shard_lines, False)
+        fleet = prepare(batch, path, False)
         with contextlib.suppress(FileNotFoundError):
             storage.remove(layout.at(CANCEL))
         ready()

@@ -86,7 +86,36 @@ def dashboard_body(
         use = [("CPU and GPU use (%)", [instance(name, "Average") for name in INSTANCE_METRICS])]
     else:
         latency.append(aws("OverheadLatency", "p99", "OverheadLatency p99 (cold starts too)"))
-        platform_widgets = serverless_widgets(aws, instance, "ProvisionedConcurrency" in serverless)
+        # What SageMaker draws of a serverless variant in place of its instances.
+        platform_widgets = [
+            (
+                "Cold starts: model setup time (microseconds)",
+                [aws("ModelSetupTime", stat) for stat in ("Maximum", "Average")],
+            ),
+            ("Memory use (%)", [instance("MemoryUtilization", s) for s in ("Average", "Maximum")]),
+            (
+                "Concurrency used (of MAX_CONCURRENCY)",
+                spread(aws, "ServerlessConcurrentExecutionsUtilization"),
+            ),
+        ]
+        if "ProvisionedConcurrency" in serverless:
+            platform_widgets += [
+                (
+                    "Provisioned concurrency used (of the copies kept warm)",
+                    spread(aws, "ServerlessProvisionedConcurrencyUtilization"),
+                ),
+                (
+                    "Invocations on warm copies (sum a minute)",
+                    [
+                        aws("ServerlessProvisionedConcurrencyInvocations", "Sum", "warm"),
+                        aws(
+                            "ServerlessProvisionedConcurrencySpilloverInvocations",
+                            "Sum",
+                            "spilled over (cold starts)",
+                        ),
+                    ],
+                ),
+            ]
         running, use = [], []
     widgets: list[Widget] = [
         (
@@ -133,40 +162,6 @@ def dashboard_body(
 def spread(line: Line, name: str) -> list[list[Any]]:
     """A metric's average and most."""
     return [line(name, "Average", "average"), line(name, "Maximum", "most")]
-
-
-def serverless_widgets(aws: Line, instance: Line, provisioned: bool) -> list[Widget]:
-    """What SageMaker draws of a serverless variant in place of its instances."""
-    widgets: list[Widget] = [
-        (
-            "Cold starts: model setup time (microseconds)",
-            [aws("ModelSetupTime", stat) for stat in ("Maximum", "Average")],
-        ),
-        ("Memory use (%)", [instance("MemoryUtilization", s) for s in ("Average", "Maximum")]),
-        (
-            "Concurrency used (of MAX_CONCURRENCY)",
-            spread(aws, "ServerlessConcurrentExecutionsUtilization"),
-        ),
-    ]
-    if provisioned:
-        widgets += [
-            (
-                "Provisioned concurrency used (of the copies kept warm)",
-                spread(aws, "ServerlessProvisionedConcurrencyUtilization"),
-            ),
-            (
-                "Invocations on warm copies (sum a minute)",
-                [
-                    aws("ServerlessProvisionedConcurrencyInvocations", "Sum", "warm"),
-                    aws(
-                        "ServerlessProvisionedConcurrencySpilloverInvocations",
-                        "Sum",
-                        "spilled over (cold starts)",
-                    ),
-                ],
-            ),
-        ]
-    return widgets
 
 
 def metrics_warning(endpoint: str, env: Mapping[str, str]) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource, create_model, model_env
-from vllm_sagemaker.deploy.kit.plans.names import TAGS, made_by_kit, versioned
+from vllm_sagemaker.deploy.kit.plans.names import TAGS, versioned
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, resource_id
 from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
 from vllm_sagemaker.handler.core.config import ASYNC_MARKER, SERVERLESS_MARKER
@@ -88,7 +88,7 @@ def update_warnings(
 ) -> list[str]:
     """What an update of `name` warns of: not the kit's; a scaling variant's type changed."""
     lines = []
-    if not made_by_kit(tags):
+    if not any(tag in TAGS for tag in tags):
         lines.append(
             f"warning: endpoint {name} has no {TAGS[0]['Key']} tag (the kit did not make it): "
             f"the update replaces its config with the kit's own, named {name}-<UTC time>"

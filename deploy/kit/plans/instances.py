@@ -97,21 +97,18 @@ def canonical(value: str) -> str:
 
 def family(instance_type: str) -> str:
     """`ml.g5.12xlarge` -> "g5"; "" for anything not of that shape."""
-    return (family_and_size(instance_type) or ("", ""))[0]
+    return family_and_size(instance_type)[0]
 
 
-def family_and_size(instance_type: str) -> tuple[str, str] | None:
-    """`ml.g5.12xlarge` -> ("g5", "12xlarge"); None for anything not of that shape."""
+def family_and_size(instance_type: str) -> tuple[str, str]:
+    """`ml.g5.12xlarge` -> ("g5", "12xlarge"); ("", "") for anything not of that shape."""
     match = INSTANCE_TYPE.fullmatch(instance_type)
-    return (match[1], match[2]) if match else None
+    return (match[1], match[2]) if match else ("", "")
 
 
 def gpu_count(instance_type: str) -> int:
     """GPUs of `ml.g5.12xlarge` and the like; 0 for CPU or unknown types."""
-    parts = family_and_size(instance_type)
-    if parts is None:
-        return 0
-    family, size = parts
+    family, size = family_and_size(instance_type)
     return _GPUS_BY_SIZE.get(family, {}).get(size, 0)
 
 
@@ -156,11 +153,9 @@ def instance_type_problem(value: str, catalog: Catalog) -> str | None:
 
 def instance_type_warning(value: str, catalog: Catalog) -> str | None:
     """An instance type the kit cannot size: an unknown family, or a GPU size it does not hold."""
-    parts = family_and_size(value)
-    if parts is None:
-        return None
-    family, size = parts
-    if family in KNOWN_FAMILIES and (family not in GPU_FAMILIES or gpu_count(value)):
+    family, size = family_and_size(value)
+    sized = family in KNOWN_FAMILIES and (family not in GPU_FAMILIES or gpu_count(value))
+    if not family or sized:
         return None
     unknown = f"family {family}" if family not in KNOWN_FAMILIES else f"size {size}"
     meant = None if value in catalog.known else catalog.meant(value)

@@ -3,7 +3,6 @@
 
 import re
 import time
-from collections.abc import Mapping, Sequence
 
 TAGS = [{"Key": "created-by", "Value": "vllm-sagemaker"}]
 # SageMaker's names of models, endpoints, endpoint configs and transform jobs: its API's pattern
@@ -12,10 +11,6 @@ MAX_NAME = 63
 NAME_PATTERN = re.compile(rf"[a-zA-Z0-9](-*[a-zA-Z0-9]){{0,{MAX_NAME - 1}}}")
 # The versions `deploy endpoint` makes when it updates an endpoint: `NAME-<UTC time>`.
 VERSION_FORMAT = "%Y%m%d-%H%M%S"
-
-
-def made_by_kit(tags: Sequence[Mapping[str, str]]) -> bool:
-    return any(tag in TAGS for tag in tags)
 
 
 def version(now: float | None = None) -> str:

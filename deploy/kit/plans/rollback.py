@@ -43,16 +43,15 @@ _DELETIONS = {
     ("sagemaker", "CreateEndpoint"): ("DeleteEndpoint", "EndpointName"),
     ("ecr", "CreateRepository"): ("DeleteRepository", "repositoryName"),
 }
+_SCALING_PUTS = ("RegisterScalableTarget", "PutScalingPolicy")
 
 
 def _deletion(call: Call) -> Call | None:
     if (call.service, call.operation) in _DELETIONS:
         operation, key = _DELETIONS[call.service, call.operation]
         return Call(call.service, operation, {key: call.params[key]})
-    if call.service == scaling.SERVICE and call.operation == "RegisterScalableTarget":
-        return scaling.deregistration(call.params)
-    if call.service == scaling.SERVICE and call.operation == "PutScalingPolicy":
-        return scaling.policy_deletion(call.params)
+    if call.service == scaling.SERVICE and call.operation in _SCALING_PUTS:
+        return scaling.deletion(call.params)
     return None
 
 
@@ -81,8 +80,4 @@ def undo(call: Call) -> Undo | None:
 
 def undo_beside(replaced: Sequence[Call]) -> Callable[[Call], Undo | None]:
     """`undo` for a run whose calls `replaced` replace what stood before: those stay, named."""
-
-    def rule(call: Call) -> Undo | None:
-        return Undo(touched(call)) if call in replaced else undo(call)
-
-    return rule
+    return lambda call: Undo(touched(call)) if call in replaced else undo(call)

@@ -41,11 +41,7 @@ class Scaling:
     least: int
     most: int
     scale_on: str = CONCURRENCY
-    target: float | None = None
-
-    @property
-    def target_value(self) -> float:
-        return DEFAULT_TARGETS[self.scale_on] if self.target is None else self.target
+    target: float | None = None  # None: DEFAULT_TARGETS's
 
 
 def parsed_range(value: str) -> tuple[int, int] | None:
@@ -69,11 +65,9 @@ def scaling_problem(
     autoscale: str | None, scale_on: str | None, target: float | None, no_wait: bool
 ) -> str | None:
     """What `deploy endpoint`'s scaling options cannot do together."""
-    if autoscale is None:
-        if scale_on is not None or target is not None:
-            return "--scale-on and --target set --autoscale's policy: give --autoscale MIN:MAX too"
-        return None
-    if no_wait:
+    if autoscale is None and (scale_on is not None or target is not None):
+        return "--scale-on and --target set --autoscale's policy: give --autoscale MIN:MAX too"
+    if autoscale is not None and no_wait:
         return (
             "--autoscale: the variant is registered once the endpoint is InService; leave out "
             "--no-wait"
@@ -136,25 +130,21 @@ def emf_source(env: Mapping[str, str]) -> tuple[str, list[dict[str, str]]]:
     ]
 
 
-def queue_metric(env: Mapping[str, str]) -> dict[str, Any]:
-    """The container's RequestsWaiting, averaged over the variant's instances."""
-    namespace, dimensions = emf_source(env)
-    return {
-        "MetricName": cloudwatch.REQUESTS_WAITING,
-        "Namespace": namespace,
-        "Dimensions": dimensions,
-        "Statistic": "Average",
-        "Unit": cloudwatch.UNITS[cloudwatch.REQUESTS_WAITING],
-    }
-
-
 def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> list[Call]:
     """RegisterScalableTarget and PutScalingPolicy for the variant; `env`: `metrics_env`'s."""
-    tracking: dict[str, Any] = {"TargetValue": scaling.target_value}
+    target = DEFAULT_TARGETS[scaling.scale_on] if scaling.target is None else scaling.target
+    tracking: dict[str, Any] = {"TargetValue": target}
     if scaling.scale_on == CONCURRENCY:
         tracking["PredefinedMetricSpecification"] = {"PredefinedMetricType": CONCURRENCY_METRIC}
-    else:
-        tracking["CustomizedMetricSpecification"] = queue_metric(env)
+    else:  # the container's RequestsWaiting, averaged over the variant's instances
+        namespace, dimensions = emf_source(env)
+        tracking["CustomizedMetricSpecification"] = {
+            "MetricName": cloudwatch.REQUESTS_WAITING,
+            "Namespace": namespace,
+            "Dimensions": dimensions,
+            "Statistic": "Average",
+            "Unit": cloudwatch.UNITS[cloudwatch.REQUESTS_WAITING],
+        }
     return [
         Call(
             SERVICE,
@@ -183,24 +173,19 @@ def is_endpoints(endpoint: str, standing: Mapping[str, Any]) -> bool:
     )
 
 
-def policy_deletion(policy: Mapping[str, Any]) -> Call:
-    keys = ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")
-    return Call(SERVICE, "DeleteScalingPolicy", {key: policy[key] for key in keys})
-
-
-def deregistration(target: Mapping[str, Any]) -> Call:
+def deletion(standing: Mapping[str, Any]) -> Call:
+    """The deletion of a scaling policy or of a scalable target (as read, or as put)."""
     keys = ("ServiceNamespace", "ResourceId", "ScalableDimension")
-    return Call(SERVICE, "DeregisterScalableTarget", {key: target[key] for key in keys})
+    if "PolicyName" in standing:
+        return Call(SERVICE, "DeleteScalingPolicy", {k: standing[k] for k in ("PolicyName", *keys)})
+    return Call(SERVICE, "DeregisterScalableTarget", {k: standing[k] for k in keys})
 
 
 def scaling_deletions(
     endpoint: str, targets: Sequence[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]
 ) -> list[Call]:
-    """What `deploy delete` removes before the endpoint: its policies, then its targets."""
-    return [
-        *(policy_deletion(policy) for policy in policies if is_endpoints(endpoint, policy)),
-        *(deregistration(target) for target in targets if is_endpoints(endpoint, target)),
-    ]
+    """What `deploy delete` removes of `endpoint`'s scaling: its policies, then its targets."""
+    return [deletion(held) for held in [*policies, *targets] if is_endpoints(endpoint, held)]
 
 
 def standing(reads: "Reads", endpoint: str) -> tuple[list[Any], list[Any]]:

@@ -117,14 +117,10 @@ def conflict_problem(*given: object) -> str | None:
     return None
 
 
-def config_is_serverless(config: Mapping[str, Any]) -> bool:
-    """Whether an endpoint config (DescribeEndpointConfig's answer) is serverless."""
-    return any("ServerlessConfig" in variant for variant in config.get("ProductionVariants", []))
-
-
 def update_problem(name: str, config: Mapping[str, Any]) -> str | None:
-    """AWS refuses to update an endpoint on instances to serverless (the other way it allows)."""
-    if config_is_serverless(config):
+    """AWS refuses to update an endpoint on instances (`config`, DescribeEndpointConfig's answer)
+    to serverless; the other way it allows."""
+    if any("ServerlessConfig" in variant for variant in config.get("ProductionVariants", [])):
         return None
     return (
         f"endpoint {name} runs on instances, and AWS refuses to update an instance-based "

@@ -6,7 +6,16 @@ import pytest
 from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE, ROLE, parsed
 from tests.support import cli
 from vllm_sagemaker.deploy.base.errors import Refused
-from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit import (
+    batch,
+    checks,
+    endpoint,
+    image,
+    invoke,
+    token,
+    transform,
+)
+from vllm_sagemaker.deploy.kit import cli as deploy_cli
 
 TRANSFORM = [
     "transform",
@@ -166,10 +175,10 @@ def test_what_each_command_checks(
 ) -> None:
     environ = {"SAGEMAKER_ROLE_ARN": ROLE, **environ}
     if problem is None:
-        checks.check(parsed(*args), environ)
+        deploy_cli.check(parsed(*args), environ)
         return
     with pytest.raises(Refused) as refused:
-        checks.check(parsed(*args), environ)
+        deploy_cli.check(parsed(*args), environ)
     assert problem in refused.value.line
 
 
@@ -233,77 +242,79 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
         {"max_payload_mb": 0, "max_concurrent_transforms": 2},
         "--max-payload-mb 0: must be from 1 to 100",
     ),
-    (checks.REPOSITORY, {"repository": "vllm"}, {"repository": "A"}, "--repository 'A'"),
-    (checks.TAG, {"tag": None}, {"tag": ".v1"}, "--tag '.v1'"),
-    (checks.TARGET_TAG, {"tag": "cpu", "target": "cpu"}, {"tag": "cpu", "target": "gpu"}, "cpu"),
-    (checks.CONTEXT, {"context": CHECKOUT}, {"context": "/nonexistent"}, "no Dockerfile"),
-    (checks.ASYNC_OUTPUT, {"async_output": S3}, {"async_output": "/tmp"}, "S3 only"),
-    (checks.SERVERLESS, {"serverless": "2048:10"}, {"serverless": "2GB"}, "give MEMORY_MB"),
+    (image.REPOSITORY, {"repository": "vllm"}, {"repository": "A"}, "--repository 'A'"),
+    (image.TAG, {"tag": None}, {"tag": ".v1"}, "--tag '.v1'"),
+    (image.TARGET_TAG, {"tag": "cpu", "target": "cpu"}, {"tag": "cpu", "target": "gpu"}, "cpu"),
+    (image.CONTEXT, {"context": CHECKOUT}, {"context": "/nonexistent"}, "no Dockerfile"),
+    (endpoint.ASYNC_OUTPUT, {"async_output": S3}, {"async_output": "/tmp"}, "S3 only"),
+    (endpoint.SERVERLESS, {"serverless": "2048:10"}, {"serverless": "2GB"}, "give MEMORY_MB"),
     (
-        checks.PROVISIONED,
+        endpoint.PROVISIONED,
         {"serverless": "2048:10", "provisioned_concurrency": 10},
         {"provisioned_concurrency": 1},
         "give --serverless MEMORY_MB[:MAX_CONCURRENCY] too",
     ),
     (
-        checks.INSTANCES_OR_SERVERLESS,
+        endpoint.INSTANCES_OR_SERVERLESS,
         {"serverless": "2048"},
         {},
         "--instance-type or --serverless: deploy endpoint needs one",
     ),
     (
-        checks.SERVERLESS_CONFLICT,
+        endpoint.SERVERLESS_CONFLICT,
         {"instance_type": "ml.c5.xlarge"},
         {"serverless": "2048", "scale_on": "waiting"},
         "--serverless with --scale-on",
     ),
     (
-        checks.SERVERLESS_IMAGE,
+        endpoint.SERVERLESS_IMAGE,
         {"image": f"{ECR}:gpu"},
         {"serverless": "2048", "image": f"{ECR}:gpu"},
         "Serverless Inference has no GPU",
     ),
     (
-        checks.SERVERLESS_PREFIX,
+        endpoint.SERVERLESS_PREFIX,
         {"serverless": "2048", "model_prefix": S3, "stream_weights": True},
         {"serverless": "2048", "model_prefix": S3},
         "cannot be used for Serverless Inference",
     ),
-    (checks.AUTOSCALE, {"autoscale": "1:4"}, {"autoscale": "4:1"}, "MIN 4 is more than MAX 1"),
-    (checks.SCALING, {"autoscale": "1:4"}, {"scale_on": "waiting"}, "give --autoscale MIN:MAX"),
+    (endpoint.AUTOSCALE, {"autoscale": "1:4"}, {"autoscale": "4:1"}, "MIN 4 is more than MAX 1"),
+    (endpoint.SCALING, {"autoscale": "1:4"}, {"scale_on": "waiting"}, "give --autoscale MIN:MAX"),
     (
-        checks.SCALE_ON_WAITING,
+        endpoint.SCALE_ON_WAITING,
         {"scale_on": "waiting", "environment": {}},
         {"scale_on": "waiting", "environment": {"SAGEMAKER_METRICS": ""}},
         "leave SAGEMAKER_METRICS out of --env",
     ),
-    (checks.SCALE_TARGET, {"scale_target": 0.5}, {"scale_target": 0.0}, "--target 0: must be"),
+    (endpoint.SCALE_TARGET, {"scale_target": 0.5}, {"scale_target": 0.0}, "--target 0: must be"),
+    (transform.INPUT, {"input": S3}, {"input": "data/"}, "--input 'data/': SageMaker reads"),
+    (transform.OUTPUT, {"output": S3}, {"output": "out/"}, "--output 'out/': SageMaker reads"),
     (
-        checks.TRANSFORM_IO,
+        transform.SHARDS,
         {"input": S3, "output": "s3://bucket/out/", "name": "job"},
         {"input": S3, "output": "s3://bucket/in/x/", "name": "job"},
         "overlaps --input s3://bucket/in/",
     ),
     (
-        checks.FLEET,
+        batch.FLEET,
         {"input_file": "in.jsonl", "output_file": "o.jsonl", "local": ["http://h"]},
         {"input_file": "in.jsonl"},
         "--input-file and --output-file",
     ),
-    (checks.INPUT_FILE, {"input_file": "in.jsonl"}, {"input_file": "s3://B/i"}, "--input-file"),
-    (checks.OUTPUT_FILE, {"output_file": S3}, {"output_file": "s3://B/o"}, "--output-file"),
-    (checks.ERROR_FILE, {"error_file": "e.jsonl"}, {"error_file": "s3://B/e"}, "--error-file"),
+    (batch.INPUT_FILE, {"input_file": "in.jsonl"}, {"input_file": "s3://B/i"}, "--input-file"),
+    (batch.OUTPUT_FILE, {"output_file": S3}, {"output_file": "s3://B/o"}, "--output-file"),
+    (batch.ERROR_FILE, {"error_file": "e.jsonl"}, {"error_file": "s3://B/e"}, "--error-file"),
     (
-        checks.WORK_PREFIX,
+        batch.WORK_PREFIX,
         {"work_prefix": "w/", "local": ["http://h"]},
         {"work_prefix": "w/"},
         "--work-prefix 'w/'",
     ),
-    (checks.SHARD_LINES, {"shard_lines": 1}, {"shard_lines": 0}, "--shard-lines 0"),
-    (checks.POLL, {"poll_seconds": 0.5}, {"poll_seconds": 0.0}, "--poll-seconds 0"),
-    (checks.PRICE, {"instance_price": 1.5}, {"instance_price": -1.0}, "--instance-price -1"),
-    (checks.OPENAI, {"openai": True}, {"openai": True, "use_async": True}, "leave out --async"),
-    (checks.EXPIRES, {"expires": "90m"}, {"expires": "13h"}, "--expires '13h'"),
+    (batch.SHARD_LINES, {"shard_lines": 1}, {"shard_lines": 0}, "--shard-lines 0"),
+    (batch.POLL, {"poll_seconds": 0.5}, {"poll_seconds": 0.0}, "--poll-seconds 0"),
+    (batch.PRICE, {"instance_price": 1.5}, {"instance_price": -1.0}, "--instance-price -1"),
+    (invoke.OPENAI, {"openai": True}, {"openai": True, "use_async": True}, "leave out --async"),
+    (token.EXPIRES, {"expires": "90m"}, {"expires": "13h"}, "--expires '13h'"),
 ]
 
 
@@ -320,6 +331,6 @@ def test_each_check(
 
 def test_every_check_of_every_command_has_a_case() -> None:
     """No check goes untried; and none is written twice (each is one object the tables share)."""
-    tabled = {each for table in checks.CHECKS.values() for each in table}
+    tabled = {each for command in deploy_cli.COMMANDS.values() for each in command.CHECKS}
     assert tabled == {case[0] for case in CASES}
     assert len(CASES) == len({id(case[0]) for case in CASES})

@@ -6,7 +6,7 @@ import pytest
 
 from tests.deploy.deploying import ROLE
 from vllm_sagemaker.deploy.base import region
-from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit import checks, invoke
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_ranges(option: str, value: int, least: int, most: int | None, problem: 
     ("body", "ok"), [(b'{"prompt": "hi"}', True), (b"[1, 2]", True), (b"{not json", False)]
 )
 def test_bodies(body: bytes, ok: bool) -> None:
-    found = checks.json_problem("--body", body)
+    found = invoke.json_problem("--body", body)
     assert (found is None) is ok
     if not ok:
         assert found is not None and found.startswith("--body: not JSON (")

@@ -7,7 +7,7 @@ import pytest
 
 from tests.deploy.deploying import ECR, IMAGE, ROLE, parsed
 from tests.deploy.recording import recorded, run
-from vllm_sagemaker.deploy.kit import checks
+from vllm_sagemaker.deploy.kit import cli as deploy_cli
 from vllm_sagemaker.deploy.kit.plans import serverless
 from vllm_sagemaker.deploy.kit.plans.endpoint import Instances, endpoint_calls
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource
@@ -140,7 +140,9 @@ def test_a_refusal_is_one_line_and_exit_2_before_aws(
     ],
 )
 def test_what_serverless_takes(args: list[str]) -> None:
-    assert checks.check(parsed(*SERVERLESS[1:], *model(args)), {"SAGEMAKER_ROLE_ARN": ROLE}) == []
+    assert (
+        deploy_cli.check(parsed(*SERVERLESS[1:], *model(args)), {"SAGEMAKER_ROLE_ARN": ROLE}) == []
+    )
 
 
 @pytest.mark.parametrize(
