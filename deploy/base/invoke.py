@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
-from tqdm import tqdm
 
 from vllm_sagemaker.deploy.base import error_answers
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.pace import Pace
+from vllm_sagemaker.deploy.base.results import Progress
 from vllm_sagemaker.handler.core.config import VLLM_API_KEY_VAR
 from vllm_sagemaker.handler.core.errors import status_phrase
 
@@ -246,7 +246,7 @@ async def wait_ready(
     url = str(client.base_url).rstrip("/")
     loop = asyncio.get_running_loop()
     begun = loop.time()
-    progress: tqdm | None = None
+    progress: Progress | None = None
     try:
         while True:
             outcome: int | Exception
@@ -273,15 +273,8 @@ async def wait_ready(
                     file=sys.stderr,
                     flush=True,
                 )
-                # disable=None: on a terminal only; gone once the wait ends.
-                progress = tqdm(
-                    total=round(seconds),
-                    desc="waiting",
-                    bar_format="{desc}: {bar} {n}/{total} s",
-                    leave=False,
-                    disable=None if bar else True,
-                )
-            progress.update(round(waited) - progress.n)
+                progress = Progress("waiting", round(seconds), "s", quiet=not bar)
+            progress.update(round(waited) - progress.bar.n)
             await asyncio.sleep(PING_EVERY_S)
     finally:
         if progress is not None:

@@ -10,7 +10,6 @@ from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, client, operation
 from vllm_sagemaker.deploy.base.error_answers import missing
 from vllm_sagemaker.deploy.base.errors import ClientError, explain
-from vllm_sagemaker.handler.core import s3_uri
 
 T = TypeVar("T")
 
@@ -56,13 +55,6 @@ class Reads:
             return [item for page in pages for item in page.get(items, [])]
 
         return self.required(listed, what or operation)
-
-    def s3_keys(self, prefix: str) -> list[str]:
-        """Every key under the S3 prefix `prefix` (a URI), page after page."""
-        bucket, key = s3_uri.s3_parts(prefix)
-        what = f"the objects under {prefix}"
-        found = self.items("s3", "ListObjectsV2", "Contents", what, Bucket=bucket, Prefix=key)
-        return [item["Key"] for item in found]
 
     def required(self, read: Callable[[], T], what: str) -> T:
         """`read()`; ClientError naming the read when AWS cannot be asked."""

@@ -21,6 +21,7 @@ from typing import IO, Any, cast
 
 import httpx
 
+from vllm_sagemaker.deploy.base.calls import client
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, explain
 from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
 
@@ -71,11 +72,7 @@ def joined(base: str, relative: str) -> str:
     return base.rstrip("/") + "/" + relative if is_s3(base) else str(Path(base) / relative)
 
 
-@functools.cache
-def s3_client() -> Any:
-    import boto3
-
-    return boto3.client("s3")
+s3_client = functools.cache(functools.partial(client, "s3"))
 
 
 @contextlib.contextmanager
@@ -98,7 +95,7 @@ def told(action: str, uri: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _stream(uri: str, mode: str) -> Iterator[IO[bytes]]:
+def stream(uri: str, mode: str) -> Iterator[IO[bytes]]:
     """A local path or an S3 object, its bytes as stored; an exception aborts an upload."""
     import smart_open
 
@@ -196,15 +193,11 @@ def remove(uri: str) -> None:
             Path(uri).unlink()
 
 
-def opened(file: InputFile) -> contextlib.AbstractContextManager[IO[bytes]]:
-    return _stream(file.uri, "rb")
-
-
 @contextlib.contextmanager
 def written(uri: str) -> Iterator[IO[bytes]]:
     """A binary file that appears at `uri` (local or S3) only if the block raises nothing."""
     if is_s3(uri):
-        with _stream(uri, "wb") as sink:
+        with stream(uri, "wb") as sink:
             yield sink
         return
     target = Path(uri)
@@ -233,7 +226,7 @@ def local_copy(uri: str) -> Iterator[str]:
             elif is_http(uri):
                 _http("GET", uri, copy)
             else:
-                with told("read", uri), _stream(uri, "rb") as remote:
+                with told("read", uri), stream(uri, "rb") as remote:
                     shutil.copyfileobj(remote, copy)
         yield path
 

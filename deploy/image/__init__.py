@@ -1,1 +1,1 @@
-"""Container images: build them (docker, buildah, podman) and check the GPU image's pins."""
+"""Container images: build them (docker, buildah, podman)."""

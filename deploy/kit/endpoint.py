@@ -158,7 +158,7 @@ def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
     """The image for an endpoint given no --image: `deploy image --target T`'s (cpu on
     Serverless), which ECR must hold in the region (a dry run that cannot read ECR assumes it
     does)."""
-    instance_type = None if isinstance(hosted, Serverless) else hosted.instance_type
+    instance_type = hosted.instance_type
     target = image_target(instance_type) if instance_type else "cpu"
     if target is None:  # refused before (checks.no_image_problem)
         raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
@@ -212,7 +212,7 @@ def update_checked(
     if problem:
         raise ClientError(problem)
     variants = current.get("ProductionVariants", [])
-    wanted = where.instance_type if isinstance(where, Instances) else None
+    wanted = where.instance_type
     moved = any(variant.get("InstanceType", wanted) != wanted for variant in variants)
     targets, policies = standing(reads, name) if scales or moved else ([], [])
     tags = reads.describe(Call("sagemaker", "ListTags", {"ResourceArn": existing["EndpointArn"]}))

@@ -206,7 +206,7 @@ async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False
 
             async def transform_file(file: storage.InputFile, target: str) -> None:
                 """Write `file`'s `.out` at `target`, `chosen.concurrency` requests in flight."""
-                with storage.opened(file) as source, storage.written(target) as sink:
+                with storage.stream(file.uri, "rb") as source, storage.written(target) as sink:
 
                     def write(batch: MiniBatch, answer: bytes) -> None:
                         sink.write(assembled(batch, answer, job))

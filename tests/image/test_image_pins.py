@@ -1,4 +1,4 @@
-"""The GPU image's pin check (`deploy/image/pins.py`): the comparison as a table of made-up pip
+"""The GPU image's pin check (`tests/support/pins.py`): the comparison as a table of made-up pip
 reports (a package that moves without a pin among them), then pip's real resolver against the
 index: our `[server]` extra moves nothing of vLLM's, and a torch other than vLLM's pin fails,
 naming it.
@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from tests import ROOT
-from tests.support import processes
-from vllm_sagemaker.deploy.image import pins
-from vllm_sagemaker.deploy.image.pins import VLLM, Resolution
+from tests.support import pins, processes
+from tests.support.pins import VLLM, Resolution
 
 THE_BASE = dict(pins.BASE_ENVIRONMENT)
 # A torch release other than the one vLLM pins.
@@ -179,9 +178,7 @@ def alone(python: str) -> Resolution:
 
 
 def test_our_server_extra_moves_nothing(python: str) -> None:
-    done = processes.run(
-        [sys.executable, "-m", "vllm_sagemaker.deploy.image.pins"], text=True, cwd="/"
-    )
+    done = processes.run([sys.executable, "-m", "tests.support.pins"], text=True, cwd=ROOT)
     assert (done.returncode, done.stderr) == (0, "")
     assert re.fullmatch(rf"nothing of {re.escape(VLLM)}'s \d+ packages moves\n", done.stdout)
 

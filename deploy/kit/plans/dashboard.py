@@ -22,18 +22,6 @@ INSTANCES = "/aws/sagemaker/Endpoints"
 INSTANCE_METRICS = dict.fromkeys(
     ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization"), "Percent"
 )
-# What SageMaker publishes of a serverless variant beside invocations and latency (its memory
-# under INSTANCES): cold starts, the concurrency used and, with ProvisionedConcurrency, the warm
-# copies'. No CPU, GPU nor ConcurrentRequestsPerModel ("Monitor a serverless endpoint").
-SERVERLESS_METRICS = {
-    **dict.fromkeys(("ModelSetupTime", "OverheadLatency"), "Microseconds"),
-    "ServerlessConcurrentExecutionsUtilization": "None",
-}
-PROVISIONED_METRICS = {
-    "ServerlessProvisionedConcurrencyUtilization": "None",
-    "ServerlessProvisionedConcurrencyInvocations": "Count",
-    "ServerlessProvisionedConcurrencySpilloverInvocations": "Count",
-}
 PERCENTILES = ("p50", "p95", "p99")
 PERIOD_S = 60
 _WIDTH, _HEIGHT, _COLUMNS = 12, 6, 2

@@ -60,8 +60,7 @@ def endpoint_calls(
         "ProductionVariants": [variant],
         "Tags": TAGS,
     }
-    instance_type = hosting.instance_type if isinstance(hosting, Instances) else None
-    container_env = model_env(env, instance_type)
+    container_env = model_env(env, hosting.instance_type)
     if async_output:
         config["AsyncInferenceConfig"] = {"OutputConfig": {"S3OutputPath": async_output}}
         # SageMaker gives the container no sign that it is async: tell it.
@@ -93,7 +92,7 @@ def update_warnings(
             f"warning: endpoint {name} has no {TAGS[0]['Key']} tag (the kit did not make it): "
             f"the update replaces its config with the kit's own, named {name}-<UTC time>"
         )
-    wanted = hosting.instance_type if isinstance(hosting, Instances) else None
+    wanted = hosting.instance_type
     for variant in variants:
         held, variant_name = variant.get("InstanceType"), variant.get("VariantName", "")
         if wanted and held and held != wanted and resource_id(name, variant_name) in scaled:

@@ -4,7 +4,7 @@ cold start is a fixed 3 minutes) and none of the options in `CONFLICTS`."""
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sagemaker.handler.core.config import SERVERLESS_MEMORY_SIZES_MB
@@ -50,6 +50,7 @@ class Serverless:
     memory_mb: int
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     provisioned: int | None = None
+    instance_type: None = field(default=None, init=False)  # none: SageMaker's own capacity
 
     def config(self) -> dict[str, int]:
         config = {"MemorySizeInMB": self.memory_mb, "MaxConcurrency": self.max_concurrency}

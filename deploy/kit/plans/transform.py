@@ -95,8 +95,10 @@ def shard_plan(
 
     puts = shards.shard_calls(reads.required(counted, input_prefix), instances, target)
     planned = {call.params["Key"] for call in puts}
-    bucket, _ = s3_uri.s3_parts(target)
-    found = reads.s3_keys(target)
+    bucket, prefix = s3_uri.s3_parts(target)
+    what = f"the objects under {target}"
+    objects = reads.items("s3", "ListObjectsV2", "Contents", what, Bucket=bucket, Prefix=prefix)
+    found = [item["Key"] for item in objects]
     foreign = [key for key in found if not shards.is_shard(key)]
     if foreign:
         raise ClientError(

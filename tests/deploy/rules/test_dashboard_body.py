@@ -68,6 +68,20 @@ SERVERLESS = {"MemorySizeInMB": 2048, "MaxConcurrency": 5}
 PROVISIONED = {**SERVERLESS, "ProvisionedConcurrency": 2}
 
 
+# What SageMaker publishes of a serverless variant beside invocations and latency (its memory
+# under INSTANCES): cold starts, the concurrency used and, with ProvisionedConcurrency, the warm
+# copies'. No CPU, GPU nor ConcurrentRequestsPerModel ("Monitor a serverless endpoint").
+SERVERLESS_METRICS = {
+    **dict.fromkeys(("ModelSetupTime", "OverheadLatency"), "Microseconds"),
+    "ServerlessConcurrentExecutionsUtilization": "None",
+}
+PROVISIONED_METRICS = {
+    "ServerlessProvisionedConcurrencyUtilization": "None",
+    "ServerlessProvisionedConcurrencyInvocations": "Count",
+    "ServerlessProvisionedConcurrencySpilloverInvocations": "Count",
+}
+
+
 @pytest.mark.parametrize("config", [SERVERLESS, PROVISIONED])
 def test_a_serverless_variant_draws_what_sagemaker_publishes_of_one(
     config: dict[str, int],
@@ -80,18 +94,18 @@ def test_a_serverless_variant_draws_what_sagemaker_publishes_of_one(
     known = {
         dashboard.PLATFORM: {
             **dashboard.PLATFORM_METRICS,
-            **dashboard.SERVERLESS_METRICS,
-            **(dashboard.PROVISIONED_METRICS if provisioned else {}),
+            **SERVERLESS_METRICS,
+            **(PROVISIONED_METRICS if provisioned else {}),
         },
         dashboard.INSTANCES: {"MemoryUtilization": "Percent"},
         cloudwatch.DEFAULT_NAMESPACE: cloudwatch.UNITS,
     }
     drawn = {(line[0], line[1]) for line in _lines(body)}
     assert drawn <= {(space, name) for space, names in known.items() for name in names}
-    assert {(dashboard.PLATFORM, name) for name in dashboard.SERVERLESS_METRICS} <= drawn
+    assert {(dashboard.PLATFORM, name) for name in SERVERLESS_METRICS} <= drawn
     assert (dashboard.INSTANCES, "MemoryUtilization") in drawn
     assert (dashboard.PLATFORM, "ConcurrentRequestsPerModel") not in drawn
-    warm = {(dashboard.PLATFORM, name) for name in dashboard.PROVISIONED_METRICS}
+    warm = {(dashboard.PLATFORM, name) for name in PROVISIONED_METRICS}
     assert (warm <= drawn) is provisioned and (warm & drawn == set()) is not provisioned
     ours = {line[1] for line in _lines(body) if line[0] == cloudwatch.DEFAULT_NAMESPACE}
     assert {cloudwatch.TIME_TO_FIRST_TOKEN, cloudwatch.KV_CACHE_USAGE} <= ours

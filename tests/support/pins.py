@@ -4,7 +4,7 @@ twice as a dry run for the base's platform, for vLLM alone and beside our `[serv
 the base's Python 3.12: pip 23 evaluates markers and Requires-Python with the Python that runs
 it, whatever `--python-version` says (pypa/pip#11664). Both use today's index, not the base's.
 
-    python -m vllm_sagemaker.deploy.image.pins [CHECKOUT] [--extra REQ]... [--python PYTHON]
+    .venv/bin/python -m tests.support.pins [CHECKOUT] [--extra REQ]... [--python PYTHON]
 """
 
 import argparse
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from vllm_sagemaker.deploy.image.build import CHECKOUT
+from tests import ROOT
 
 # The vLLM release of the GPU base (Dockerfile's GPU_BASE) and of the CPU build (pyproject.toml).
 VLLM_VERSION: Final = "0.32.0"
@@ -183,13 +183,13 @@ def verdict(base: Resolution, ours: Resolution) -> tuple[int, list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Resolve vLLM alone and beside ours, print the verdict; its exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m vllm_sagemaker.deploy.image.pins",
+        prog="python -m tests.support.pins",
         description=f"Check that installing CHECKOUT[server] beside {VLLM} (the GPU image's one "
         "install step) moves none of vLLM's packages, with pip's resolver as a dry run.",
     )
     add = parser.add_argument
     project = "the project (default: %(default)s)"
-    add("checkout", nargs="?", type=Path, default=CHECKOUT, help=project)
+    add("checkout", nargs="?", type=Path, default=ROOT, help=project)
     beside = "a requirement installed beside the extra (repeatable)"
     add("--extra", action="append", default=[], metavar="REQ", help=beside)
     add(
