@@ -176,6 +176,8 @@ def _process_line(error: OSError, source: Source) -> str | None:
 
 def explain(error: BaseException, env: Mapping[str, str] = os.environ) -> str | None:
     """The line for `error` when it is about credentials (or a profile); None otherwise."""
+    if kind(error) is None and not denied(error) and not isinstance(error, OSError):
+        return None  # without reading the AWS config
     name, profiles, files = profile.aws_config()
     if isinstance(error, botocore.exceptions.ProfileNotFound):
         unknown = str(error.kwargs.get("profile", ""))

@@ -6,7 +6,6 @@ then a real run stops with one line, and a dry run stops too or plans on with an
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, client, operation
 from vllm_sagemaker.deploy.base.error_answers import missing
 from vllm_sagemaker.deploy.base.errors import ClientError, explain
@@ -88,7 +87,9 @@ def _cannot_ask(error: Exception) -> str:
         botocore.exceptions.EndpointConnectionError,
         botocore.exceptions.ConnectTimeoutError,
     )
-    cause = (error.__cause__ or error) if isinstance(error, storage.Unreachable) else error
-    if not (isinstance(cause, unreachable) or credentials.cannot_ask(cause)):
+    cause: BaseException | None = error
+    while cause and not (isinstance(cause, unreachable) or credentials.cannot_ask(cause)):
+        cause = cause.__cause__
+    if cause is None:
         raise error
     return explain(error) or str(error)

@@ -3,6 +3,8 @@ one boto3 reads, so the choice is handed to it there), else the AWS profile's.""
 
 from collections.abc import Mapping, MutableMapping
 
+from vllm_sagemaker.deploy.base.profile import session
+
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 BOTO3_VARIABLE = "AWS_DEFAULT_REGION"
 REGION_HELP = "give --region, or set AWS_REGION (or AWS_DEFAULT_REGION)"
@@ -21,6 +23,4 @@ def use_region(given: str | None, env: MutableMapping[str, str]) -> None:
 
 def run_region() -> str | None:
     """The region this run works in; None when there is none (the first AWS call says so)."""
-    import boto3  # here: the parsers load this module, and `--help` loads no boto3
-
-    return boto3.session.Session().region_name
+    return session().region_name

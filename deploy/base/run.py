@@ -205,6 +205,7 @@ def described(call: Call) -> str:
 def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) -> dict[str, Any]:
     """Poll `describe` until its status is `done` (returned) or `failed` (ClientError)."""
     read = operation(describe.service, describe.operation)
+    region = client(describe.service).meta.region_name  # for a Ctrl-C's line, said at once
     last = None
     try:
         while True:
@@ -220,7 +221,7 @@ def wait_for(describe: Call, status_key: str, done: set[str], failed: set[str]) 
                 raise ClientError(f"{described(describe)}: {status}: {reason}")
             time.sleep(POLL_S)
     except KeyboardInterrupt:
-        region, given = client(describe.service).meta.region_name, profile.given_profile()
+        given = profile.given_profile()
         raise Interrupted(
             wait_line(describe.operation, describe.params, last, region, given)
         ) from None

@@ -140,7 +140,7 @@ CHECKS = (
 def main(args: argparse.Namespace) -> int:
     if args.cancel:
         return fleet.cancel(args.work_prefix, args.dry_run)
-    # Its files, and on SageMaker an image, an instance type and a model: checks.fleet_problem.
+    # Its files, and on SageMaker an image, an instance type and a model: fleet_problem.
     settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
     batch = fleet.FleetBatch(
         args.name,

@@ -193,10 +193,8 @@ def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
 def hosting(args: argparse.Namespace) -> Instances | Serverless:
     """Where the endpoint runs: serverless, or on --instance-type (checked before: `checks`)."""
     found = args.serverless and serverless.parsed(args.serverless, args.provisioned_concurrency)
-    if found:
-        return found
     count = DEFAULT_INSTANCE_COUNT if args.instance_count is None else args.instance_count
-    return Instances(args.instance_type, count)
+    return found or Instances(args.instance_type, count)
 
 
 def update_checked(

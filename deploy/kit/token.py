@@ -3,7 +3,7 @@ SageMaker SDK's `generate_token` makes it: `POST https://sagemaker.amazonaws.com
 CallWithBearerToken` presigned with SigV4 (service `sagemaker`, `host` the only signed header),
 `&Version=1` appended to the URL without its scheme, base64 behind `sagemaker-api-key-`. On
 botocore, which the client has (sagemaker-core would bring pandas, scipy and more); no AWS call
-is made. boto3 and botocore load in the functions that sign or call AWS: `--help` loads this.
+is made. botocore loads in the functions that sign or call AWS: `--help` loads this.
 """
 
 import argparse
@@ -14,9 +14,11 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.calls import Call, client
 from vllm_sagemaker.deploy.base.error_answers import no_endpoint
 from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.profile import session as aws_session
+from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.say import say
 from vllm_sagemaker.deploy.kit import checks
@@ -25,8 +27,6 @@ from vllm_sagemaker.deploy.kit.options import add_name
 
 if TYPE_CHECKING:
     from botocore.credentials import ReadOnlyCredentials
-
-    from vllm_sagemaker.deploy.base.reads import Reads
 
 HOST = "sagemaker.amazonaws.com"
 SERVICE = "sagemaker"
@@ -97,16 +97,12 @@ CHECKS = (checks.REGION, checks.NAME, EXPIRES)
 
 def openai_base(name: str) -> str:
     """The OpenAI base URL of `name` on boto3's runtime URL (AWS_ENDPOINT_URL_* count)."""
-    import boto3
-
-    return base_url(boto3.client("sagemaker-runtime").meta.endpoint_url, name)
+    return base_url(client("sagemaker-runtime").meta.endpoint_url, name)
 
 
 def bearer(expires_s: int) -> str:
     """A token from the credentials and region boto3 would use (the --profile's, if given)."""
     import botocore.exceptions
-
-    from vllm_sagemaker.deploy.base.profile import session as aws_session
 
     session = aws_session()
     credentials = session.get_credentials()
@@ -115,7 +111,7 @@ def bearer(expires_s: int) -> str:
     return token(credentials.get_frozen_credentials(), session.region_name, expires_s)
 
 
-def existing_endpoint(reads: "Reads", name: str, assumption: str) -> dict[str, Any] | None:
+def existing_endpoint(reads: Reads, name: str, assumption: str) -> dict[str, Any] | None:
     """DescribeEndpoint's answer for `name`; None only in a dry run that could not read it."""
     found = reads.describe(
         Call("sagemaker", "DescribeEndpoint", {"EndpointName": name}), assumption
@@ -127,8 +123,6 @@ def existing_endpoint(reads: "Reads", name: str, assumption: str) -> dict[str, A
 
 def main(args: argparse.Namespace) -> int:
     """Print OPENAI_BASE_URL and OPENAI_API_KEY for endpoint NAME (or, dry, only the URL)."""
-    from vllm_sagemaker.deploy.base.reads import Reads
-
     reads = Reads(args.dry_run)
     existing_endpoint(reads, args.name, f"the plan assumes endpoint {args.name} exists")
     base = openai_base(args.name)

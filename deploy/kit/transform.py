@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         )
     env = model_env(checks.env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))
-    input_prefix, shards, shard_notes = shard_plan(
+    input_prefix, cut, shard_notes = shard_plan(
         reads, args.input, args.output, args.name, args.instance_count
     )
     for note in shard_notes:
@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     models, model_notes = model_calls(reads, model)
     for note in model_notes:
         say(note)
-    calls = [*shards, *models, job]
+    calls = [*cut, *models, job]
     instance_note(args.instance_type)
     transform_note(args.instance_type)
     with Rollback(undo, args.keep_on_failure) as rollback:

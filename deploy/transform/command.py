@@ -5,9 +5,9 @@ import argparse
 import dataclasses
 
 from vllm_sagemaker.deploy.base import interrupts, invoke, profile
+from vllm_sagemaker.deploy.transform import jsonpath
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import TransformJob, run
-from vllm_sagemaker.deploy.transform.jsonpath import JsonPath
 
 # The options named as the job's fields.
 FIELDS = {field.name for field in dataclasses.fields(TransformJob)}
@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace) -> TransformJob:
-    def compiled(expression: str | None) -> JsonPath | None:
-        return JsonPath.compile(expression) if expression else None
+    def compiled(expression: str | None) -> jsonpath.JsonPath | None:
+        return jsonpath.compiled(expression) if expression else None
 
     same = {name: value for name, value in vars(args).items() if name in FIELDS}
     return TransformJob(

@@ -4,8 +4,10 @@ single name or index gives the value; a union, slice or wildcard an array (an ob
 later steps applying to each. What is missing is left out (null for a single name), never an
 error: a record that does not match still gets an answer."""
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,7 @@ class Wildcard:
 
 
 Step = Names | Indices | Wildcard
+JsonPath = Callable[[Any], Any]
 
 _NAME = re.compile(r"\.([A-Za-z_][\w-]*)")
 _BRACKET = re.compile(r"\[([^\]]*)\]")
@@ -61,8 +64,8 @@ def _bracket(inside: str, expression: str) -> Step:
     return Indices(tuple(picks), single=len(picks) == 1 and isinstance(picks[0], int))
 
 
-def parse(expression: str) -> tuple[Step, ...]:
-    """The steps of `expression`; JsonPathError outside SageMaker's subset."""
+def compiled(expression: str) -> JsonPath:
+    """What `expression` selects of a value; JsonPathError outside SageMaker's subset."""
     text = expression.strip()
     if not text.startswith("$"):
         raise JsonPathError(f"a JSONPath starts with '$', got {expression!r}")
@@ -81,7 +84,7 @@ def parse(expression: str) -> tuple[Step, ...]:
             position += match.end()
         else:
             raise JsonPathError(f"unsupported JSONPath {expression!r} at {rest!r}")
-    return tuple(steps)
+    return functools.partial(_apply, steps=tuple(steps))
 
 
 def _apply(value: Any, steps: tuple[Step, ...]) -> Any:
@@ -108,19 +111,6 @@ def _apply(value: Any, steps: tuple[Step, ...]) -> Any:
     if step.single:
         return _apply(chosen[0], rest) if chosen else None
     return [_apply(item, rest) for item in chosen]
-
-
-@dataclass(frozen=True)
-class JsonPath:
-    expression: str
-    steps: tuple[Step, ...]
-
-    @classmethod
-    def compile(cls, expression: str) -> "JsonPath":
-        return cls(expression, parse(expression))
-
-    def __call__(self, value: Any) -> Any:
-        return _apply(value, self.steps)
 
 
 def dumps(value: Any) -> bytes:

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, cast
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put, remove
@@ -89,11 +90,8 @@ def prepare(batch: FleetBatch, path: str, dry_run: bool) -> Fleet:
     same file, else a new one with its shards written (unless `dry_run`)."""
     uri, layout = batch.input, Layout(batch.work)
     say(f"checking {uri}")
-    digest = hashlib.sha256()
     with storage.reading(path) as source:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            digest.update(block)
-    found = "sha256:" + digest.hexdigest()
+        found = "sha256:" + hashlib.file_digest(cast(Any, source), "sha256").hexdigest()
     fleet_uri = layout.at(FLEET)
     if storage.exists(fleet_uri):
         with storage.reading(fleet_uri) as existing:

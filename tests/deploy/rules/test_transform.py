@@ -20,7 +20,7 @@ from vllm_sagemaker.deploy.transform.job import (
     check,
     settings,
 )
-from vllm_sagemaker.deploy.transform.jsonpath import JsonPath, JsonPathError
+from vllm_sagemaker.deploy.transform.jsonpath import JsonPathError, compiled
 from vllm_sagemaker.handler.core.config import MIB
 
 RECORD = {"id": 7, "a": {"b": [10, 20, 30, 40]}, "tags": ["x", "y"], "SageMakerOutput": {"v": 1}}
@@ -52,13 +52,13 @@ RECORD = {"id": 7, "a": {"b": [10, 20, 30, 40]}, "tags": ["x", "y"], "SageMakerO
     ],
 )
 def test_jsonpath(expression: str, value: Any) -> None:
-    assert JsonPath.compile(expression)(RECORD) == value
+    assert compiled(expression)(RECORD) == value
 
 
 @pytest.mark.parametrize("expression", ["id", "$..id", "$[?(@.id)]", "$.a[b]", "$.", "$[x:y]"])
 def test_unsupported_jsonpath_is_refused(expression: str) -> None:
     with pytest.raises(JsonPathError):
-        JsonPath.compile(expression)
+        compiled(expression)
 
 
 OUT = b'{"choices": [1]}'
@@ -88,14 +88,14 @@ OUT = b'{"choices": [1]}'
         ),
         (
             DataProcessing(
-                join_input=True, output_filter=JsonPath.compile("$['id','SageMakerOutput']")
+                join_input=True, output_filter=compiled("$['id','SageMakerOutput']")
             ),
             b'{"id": 1, "prompt": "p"}',
             OUT,
             {"id": 1, "SageMakerOutput": {"choices": [1]}},
         ),
         (
-            DataProcessing(output_filter=JsonPath.compile("$.choices[0]")),
+            DataProcessing(output_filter=compiled("$.choices[0]")),
             b'{"id": 1}',
             OUT,
             1,
@@ -123,7 +123,7 @@ def test_join_and_output_filter(
     ],
 )
 def test_input_filter(expression: str, record: bytes, sent: bytes) -> None:
-    assert DataProcessing(input_filter=JsonPath.compile(expression)).filtered_input(record) == sent
+    assert DataProcessing(input_filter=compiled(expression)).filtered_input(record) == sent
 
 
 @pytest.mark.parametrize(
