@@ -1,6 +1,5 @@
 """A plan's calls as data, what `--dry-run` prints and a real run makes (`deploy.base.run`): one
-AWS API call (or a local file's write, service `file`) each; a body may be `Lines` of a file.
-"""
+AWS API call (or a local file's write, service `file`) each; a body may be `Lines` of a file."""
 
 import json
 from collections.abc import Callable, Sequence

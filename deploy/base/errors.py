@@ -1,7 +1,6 @@
 """The client's one error model: `ClientError` (one line and an exit status), raised where a
 failure is known and printed at the top (`container.cli`) as `COMMAND: LINE`. `client_error` makes
-a library's error one; anything else is a bug and keeps its traceback.
-"""
+a library's error one; anything else is a bug and keeps its traceback."""
 
 import shlex
 import signal

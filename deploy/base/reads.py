@@ -1,7 +1,6 @@
 """What a `deploy` command reads from AWS to decide its plan, alike in the real run and the dry
 run. A read tells "not there" (None) from "could not ask" (no credentials, region or network):
-then a real run stops with one line, and a dry run stops too or plans on with an assumption.
-"""
+then a real run stops with one line, and a dry run stops too or plans on with an assumption."""
 
 from collections.abc import Callable
 from typing import Any, TypeVar

@@ -3,8 +3,7 @@ SageMaker SDK's `generate_token` makes it: `POST https://sagemaker.amazonaws.com
 CallWithBearerToken` presigned with SigV4 (service `sagemaker`, `host` the only signed header),
 `&Version=1` appended to the URL without its scheme, base64 behind `sagemaker-api-key-`. On
 botocore, which the client has (sagemaker-core would bring pandas, scipy and more); no AWS call
-is made. botocore loads in the functions that sign or call AWS: `--help` loads this.
-"""
+is made. botocore loads in the functions that sign or call AWS: `--help` loads this."""
 
 import argparse
 import base64
