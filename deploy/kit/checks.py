@@ -91,7 +91,7 @@ def name_problem(name: str, command: str) -> str | None:
 
 
 def derived_names(command: str, name: str) -> list[tuple[str, str]]:
-    if command == "endpoint":
+    if command in ("endpoint", "component"):
         return [("the versions an update makes, NAME-<UTC time>,", versioned(name, version(0)))]
     if command == "batch":
         return [("its transform jobs, NAME-<shard>-<attempt>,", name + job_suffix(0, 1))]
@@ -231,7 +231,7 @@ def given_image_problem(image: str | None, instance_type: str | None, command: s
         return None
     if image is not None:
         return image_instance_problem(image, instance_type)
-    return no_image_problem(instance_type) if command == "endpoint" else None
+    return no_image_problem(instance_type) if command in ("endpoint", "component") else None
 
 
 def stream_problem(stream: bool, prefix: str | None) -> str | None:

@@ -11,6 +11,7 @@ from vllm_sagemaker.deploy.base import profile, region
 from vllm_sagemaker.deploy.kit import (
     batch,
     checks,
+    component,
     dashboard,
     delete,
     endpoint,
@@ -24,6 +25,7 @@ from vllm_sagemaker.deploy.kit.options import say
 COMMANDS: dict[str, ModuleType] = {
     "image": image,
     "endpoint": endpoint,
+    "component": component,
     "transform": transform,
     "batch": batch,
     "invoke": invoke,

@@ -34,6 +34,7 @@ from vllm_sagemaker.deploy.kit.plans.scaling import (
     WAITING,
     Scaling,
     metrics_env,
+    owned_by,
     parsed_range,
     replaced,
     scaling_calls,
@@ -89,9 +90,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--autoscale",
         metavar="MIN:MAX",
-        help="scale the variant between MIN and MAX instances (MIN 1 or more) with Application "
-        "Auto Scaling and a target-tracking policy, registered once the endpoint is InService; "
-        "an update without it leaves a standing policy as it is",
+        help="scale the variant between MIN and MAX instances with Application Auto Scaling and "
+        "a target-tracking policy, registered once the endpoint is InService; an update without "
+        "it leaves a standing policy as it is. MIN 0 (async endpoints only): the policy tracks "
+        f"the backlog per instance ({scaling.BACKLOG}, default --target "
+        f"{scaling.DEFAULT_BACKLOG:g}) and a CloudWatch alarm on "
+        f"{scaling.BACKLOG_WITHOUT_CAPACITY} starts an instance when requests wait with none",
     )
     parser.add_argument(
         "--scale-on",
@@ -142,7 +146,7 @@ SERVERLESS_PREFIX = Check(
     partial(checks.copied_prefix_problem, "Serverless Inference", "serverless endpoints"),
     when="serverless",
 )
-AUTOSCALE = Check("autoscale", given(scaling.autoscale_problem))
+AUTOSCALE = Check("autoscale async_output", given(scaling.autoscale_problem))
 SCALING = Check("autoscale scale_on scale_target no_wait", scaling.scaling_problem)
 SCALE_ON_WAITING = Check("scale_on environment", scaling.waiting_env_problem)
 SCALE_TARGET = Check("scale_target", given(partial(checks.positive_problem, "--target")))
@@ -212,7 +216,7 @@ def update_checked(
     variants = current.get("ProductionVariants", [])
     wanted = where.instance_type
     moved = any(variant.get("InstanceType", wanted) != wanted for variant in variants)
-    targets, policies = standing(reads, name) if scales or moved else ([], [])
+    targets, policies = standing(reads, owned_by(name)) if scales or moved else ([], [])
     tags = reads.describe(Call("sagemaker", "ListTags", {"ResourceArn": existing["EndpointArn"]}))
     scaled = [target["ResourceId"] for target in targets]
     for line in update_warnings(name, (tags or {}).get("Tags", []), variants, scaled, where):
@@ -240,6 +244,8 @@ def main(args: argparse.Namespace) -> int:
     found = parsed_range(args.autoscale) if args.autoscale else None
     asked = Scaling(*found, args.scale_on or CONCURRENCY, args.scale_target) if found else None
     held = update_checked(reads, args.name, existing, where, bool(asked)) if existing else ([], [])
+    waking = [scaling.variant(args.name)] if existing and asked and asked.least == 0 else []
+    alarms = scaling.standing_alarms(reads, waking)
     image = args.image or default_image(reads, where)
     if isinstance(where, Serverless):
         say(
@@ -259,7 +265,7 @@ def main(args: argparse.Namespace) -> int:
     scaled = scaling_calls(args.name, asked, env) if asked else []
     # An update's target and policy may stand already: the run replaces them, and a failed run
     # leaves what it replaced.
-    kept = replaced(scaled, *held)
+    kept = replaced(scaled, *held, alarms)
     if args.dry_run:
         execute(calls + scaled, True, reads.assumed)
         return 0
@@ -270,5 +276,5 @@ def main(args: argparse.Namespace) -> int:
         else:
             wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
         # Application Auto Scaling registers a variant of an endpoint InService only.
-        execute(scaled, False, rollback=rollback)
+        scaling.apply(scaled, lambda calls: execute(calls, False, rollback=rollback))
     return 0

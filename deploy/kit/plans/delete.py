@@ -5,7 +5,7 @@ of it) that no other endpoint runs on; nothing else (`NAME-prod` is another's)."
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit.plans.names import is_version_of
-from vllm_sagemaker.deploy.kit.plans.scaling import scaling_deletions, standing
+from vllm_sagemaker.deploy.kit.plans.scaling import owned_by, scaling_deletions, standing
 
 
 def _runs_on(reads: Reads, endpoint: str) -> list[tuple[str, str]] | None:
@@ -49,7 +49,7 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
     # The endpoint first: while it stands (its deletion refused), it keeps its scaling.
     return [
         *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": name})] if used else []),
-        *scaling_deletions(name, *standing(reads, name)),
+        *scaling_deletions(owned_by(name), *standing(reads, owned_by(name))),
         *(Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c}) for c in configs),
         *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
     ], kept

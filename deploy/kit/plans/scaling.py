@@ -3,7 +3,7 @@ the variant (MIN to MAX instances), one target-tracking policy on SageMaker's co
 or the container's RequestsWaiting (EMF). Pure rules."""
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,19 @@ DEFAULT_TARGETS = {CONCURRENCY: 32.0, WAITING: 5.0}
 # SageMaker's metric of the requests in its model containers, every 10 s (AWS/SageMaker's
 # ConcurrentRequestsPerModel), as target tracking names it.
 CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+# Scale from zero: a step policy that adds one instance (or copy) when its CloudWatch alarm, on
+# SageMaker's metric of calls that found no capacity, fires. The alarm's action, before the run
+# has the policy's ARN (AWS gives it when the policy is put).
+WAKE_POLICY = "vllm-sagemaker-scale-from-zero"
+WAKE_ARN = f"<PolicyARN of {WAKE_POLICY}>"
+WAKE_COOLDOWN_S = 60
+ALARMS = "cloudwatch"
+SAGEMAKER_METRICS = "AWS/SageMaker"
+# An async endpoint from 0: its queued requests per instance, kept at DEFAULT_BACKLOG unless
+# --target; woken by its backlog without an instance.
+BACKLOG = "ApproximateBacklogSizePerInstance"
+DEFAULT_BACKLOG = 5.0
+BACKLOG_WITHOUT_CAPACITY = "HasBacklogWithoutCapacity"
 
 _RANGE = re.compile(r"(\d+):(\d+)")
 
@@ -49,13 +62,19 @@ def parsed_range(value: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def autoscale_problem(value: str) -> str | None:
+def autoscale_problem(value: str, async_output: str | None = None) -> str | None:
     found = parsed_range(value)
     if found is None:
         return f"--autoscale {value!r}: give MIN:MAX, the fewest and most instances, as 1:4"
     least, most = found
-    if least < 1:
-        return f"--autoscale {value}: an endpoint keeps at least 1 instance: give MIN 1 or more"
+    if least < 1 and not async_output:
+        return (
+            f"--autoscale {value}: a real-time endpoint keeps at least 1 instance (give MIN 1 or "
+            "more); an async endpoint (--async-output) scales to 0, and so do inference "
+            "components (`deploy component --scale-to-zero`)"
+        )
+    if most < 1:
+        return f"--autoscale {value}: MAX must be 1 or more"
     if least > most:
         return f"--autoscale {value}: MIN {least} is more than MAX {most}"
     return None
@@ -67,6 +86,12 @@ def scaling_problem(
     """What `deploy endpoint`'s scaling options cannot do together."""
     if autoscale is None and (scale_on is not None or target is not None):
         return "--scale-on and --target set --autoscale's policy: give --autoscale MIN:MAX too"
+    found = parsed_range(autoscale) if autoscale else None
+    if found and found[0] == 0 and scale_on is not None:
+        return (
+            f"--scale-on: an async endpoint scaling from 0 scales on its backlog ({BACKLOG}); "
+            "leave --scale-on out"
+        )
     if autoscale is not None and no_wait:
         return (
             "--autoscale: the variant is registered once the endpoint is InService; leave out "
@@ -102,12 +127,28 @@ def resource_id(endpoint: str, variant: str = VARIANT) -> str:
     return f"endpoint/{endpoint}/variant/{variant}"
 
 
-def _target(endpoint: str) -> dict[str, str]:
-    return {
-        "ServiceNamespace": NAMESPACE,
-        "ResourceId": resource_id(endpoint),
-        "ScalableDimension": DIMENSION,
-    }
+@dataclass(frozen=True)
+class Target:
+    """What Application Auto Scaling scales of SageMaker's: a variant's instances, or an
+    inference component's copies (`plans.component.target`)."""
+
+    resource_id: str
+    dimension: str = DIMENSION
+
+    def params(self) -> dict[str, str]:
+        return {
+            "ServiceNamespace": NAMESPACE,
+            "ResourceId": self.resource_id,
+            "ScalableDimension": self.dimension,
+        }
+
+    def holds(self, standing: Mapping[str, Any]) -> bool:
+        """Whether a scalable target or policy, as read, is this one's."""
+        return all(standing.get(key) == value for key, value in self.params().items())
+
+
+def variant(endpoint: str) -> Target:
+    return Target(resource_id(endpoint))
 
 
 def _setting(env: Mapping[str, str], name: str, default: str) -> str:
@@ -130,37 +171,145 @@ def emf_source(env: Mapping[str, str]) -> tuple[str, list[dict[str, str]]]:
     ]
 
 
-def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> list[Call]:
-    """RegisterScalableTarget and PutScalingPolicy for the variant; `env`: `metrics_env`'s."""
-    target = DEFAULT_TARGETS[scaling.scale_on] if scaling.target is None else scaling.target
-    tracking: dict[str, Any] = {"TargetValue": target}
-    if scaling.scale_on == CONCURRENCY:
-        tracking["PredefinedMetricSpecification"] = {"PredefinedMetricType": CONCURRENCY_METRIC}
-    else:  # the container's RequestsWaiting, averaged over the variant's instances
-        namespace, dimensions = emf_source(env)
-        tracking["CustomizedMetricSpecification"] = {
-            "MetricName": cloudwatch.REQUESTS_WAITING,
-            "Namespace": namespace,
-            "Dimensions": dimensions,
-            "Statistic": "Average",
-            "Unit": cloudwatch.UNITS[cloudwatch.REQUESTS_WAITING],
-        }
+@dataclass(frozen=True)
+class Wake:
+    """What wakes a target scaled to zero: an alarm on SageMaker's `metric` for `dimension`
+    (name, value), its `statistic` over `periods` periods of `period_s`."""
+
+    metric: str
+    dimension: tuple[str, str]
+    statistic: str
+    period_s: int
+    periods: int
+
+
+def alarm_name(target: Target) -> str:
+    return f"{WAKE_POLICY} {target.resource_id}"
+
+
+def register_call(target: Target, least: int, most: int) -> Call:
+    params = {**target.params(), "MinCapacity": least, "MaxCapacity": most}
+    return Call(SERVICE, "RegisterScalableTarget", params)
+
+
+def tracking_call(target: Target, tracking: Mapping[str, Any]) -> Call:
+    """The kit's one target-tracking policy on `target`."""
+    return Call(
+        SERVICE,
+        "PutScalingPolicy",
+        {
+            "PolicyName": POLICY,
+            **target.params(),
+            "PolicyType": "TargetTrackingScaling",
+            "TargetTrackingScalingPolicyConfiguration": dict(tracking),
+        },
+    )
+
+
+def wake_calls(target: Target, wake: Wake) -> list[Call]:
+    """A step policy adding one (instance or copy) and the alarm that fires it when calls find
+    no capacity; the alarm's action is `WAKE_ARN` until `armed`."""
+    step = {
+        "AdjustmentType": "ChangeInCapacity",
+        "MetricAggregationType": "Maximum",
+        "Cooldown": WAKE_COOLDOWN_S,
+        "StepAdjustments": [{"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": 1}],
+    }
+    name, value = wake.dimension
+    alarm = {
+        "AlarmName": alarm_name(target),
+        "AlarmDescription": f"{target.resource_id} has calls without capacity: add one",
+        "Namespace": SAGEMAKER_METRICS,
+        "MetricName": wake.metric,
+        "Dimensions": [{"Name": name, "Value": value}],
+        "Statistic": wake.statistic,
+        "Period": wake.period_s,
+        "EvaluationPeriods": wake.periods,
+        "DatapointsToAlarm": wake.periods,
+        "Threshold": 1.0,
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "TreatMissingData": "missing",
+        "AlarmActions": [WAKE_ARN],
+    }
     return [
-        Call(
-            SERVICE,
-            "RegisterScalableTarget",
-            {**_target(endpoint), "MinCapacity": scaling.least, "MaxCapacity": scaling.most},
-        ),
         Call(
             SERVICE,
             "PutScalingPolicy",
             {
-                "PolicyName": POLICY,
-                **_target(endpoint),
-                "PolicyType": "TargetTrackingScaling",
-                "TargetTrackingScalingPolicyConfiguration": tracking,
+                "PolicyName": WAKE_POLICY,
+                **target.params(),
+                "PolicyType": "StepScaling",
+                "StepScalingPolicyConfiguration": step,
             },
         ),
+        Call(ALARMS, "PutMetricAlarm", alarm),
+    ]
+
+
+def apply(calls: Sequence[Call], make: Callable[[list[Call]], list[dict[str, Any]]]) -> None:
+    """Make a plan's scaling calls with `make`; its wake alarm last, its action the step
+    policy's ARN, which AWS gives only when the policy is put."""
+    puts = [call for call in calls if call.service != ALARMS]
+    arns = {
+        call.params["PolicyName"]: answer.get("PolicyARN")
+        for call, answer in zip(puts, make(puts), strict=True)
+        if "PolicyName" in call.params
+    }
+    make(
+        [
+            Call(
+                alarm.service,
+                alarm.operation,
+                {**alarm.params, "AlarmActions": [arns[WAKE_POLICY]]},
+            )
+            for alarm in calls
+            if alarm.service == ALARMS
+        ]
+    )
+
+
+def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> list[Call]:
+    """RegisterScalableTarget and PutScalingPolicy for the variant; `env`: `metrics_env`'s. From
+    0 (an async endpoint): tracking its backlog, and woken by its backlog without capacity."""
+    scaled = variant(endpoint)
+    default = DEFAULT_BACKLOG if scaling.least == 0 else DEFAULT_TARGETS[scaling.scale_on]
+    value = default if scaling.target is None else scaling.target
+    wake: list[Call] = []
+    tracking: dict[str, Any]
+    if scaling.least == 0:
+        by_endpoint = [{"Name": "EndpointName", "Value": endpoint}]
+        tracking = {
+            "TargetValue": value,
+            "CustomizedMetricSpecification": {
+                "MetricName": BACKLOG,
+                "Namespace": SAGEMAKER_METRICS,
+                "Dimensions": by_endpoint,
+                "Statistic": "Average",
+            },
+        }
+        waking = Wake(BACKLOG_WITHOUT_CAPACITY, ("EndpointName", endpoint), "Average", 60, 2)
+        wake = wake_calls(scaled, waking)
+    elif scaling.scale_on == CONCURRENCY:
+        tracking = {
+            "TargetValue": value,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": CONCURRENCY_METRIC},
+        }
+    else:  # the container's RequestsWaiting, averaged over the variant's instances
+        namespace, dimensions = emf_source(env)
+        tracking = {
+            "TargetValue": value,
+            "CustomizedMetricSpecification": {
+                "MetricName": cloudwatch.REQUESTS_WAITING,
+                "Namespace": namespace,
+                "Dimensions": dimensions,
+                "Statistic": "Average",
+                "Unit": cloudwatch.UNITS[cloudwatch.REQUESTS_WAITING],
+            },
+        }
+    return [
+        register_call(scaled, scaling.least, scaling.most),
+        tracking_call(scaled, tracking),
+        *wake,
     ]
 
 
@@ -181,21 +330,29 @@ def deletion(standing: Mapping[str, Any]) -> Call:
     return Call(SERVICE, "DeregisterScalableTarget", {k: standing[k] for k in keys})
 
 
+Owns = Callable[[Mapping[str, Any]], bool]
+
+
+def owned_by(endpoint: str) -> Owns:
+    """Whether a scalable target or policy is one of `endpoint`'s variants'."""
+    return lambda standing: is_endpoints(endpoint, standing)
+
+
 def scaling_deletions(
-    endpoint: str, targets: Sequence[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]
+    owns: Owns, targets: Sequence[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]
 ) -> list[Call]:
-    """What `deploy delete` removes of `endpoint`'s scaling: its policies, then its targets."""
-    return [deletion(held) for held in [*policies, *targets] if is_endpoints(endpoint, held)]
+    """What `deploy delete` removes of what `owns` picks out: its policies, then its targets."""
+    return [deletion(held) for held in [*policies, *targets] if owns(held)]
 
 
-def standing(reads: "Reads", endpoint: str) -> tuple[list[Any], list[Any]]:
-    """The scalable targets of `endpoint`'s variants and their scaling policies, as read."""
+def standing(reads: "Reads", owns: Owns) -> tuple[list[Any], list[Any]]:
+    """The scalable targets `owns` picks out and their scaling policies, as read."""
     targets = [
         target
         for target in reads.items(
             SERVICE, "DescribeScalableTargets", "ScalableTargets", ServiceNamespace=NAMESPACE
         )
-        if is_endpoints(endpoint, target)
+        if owns(target)
     ]
     policies = [
         policy
@@ -206,21 +363,37 @@ def standing(reads: "Reads", endpoint: str) -> tuple[list[Any], list[Any]]:
             "ScalingPolicies",
             ServiceNamespace=NAMESPACE,
             ResourceId=target["ResourceId"],
-            ScalableDimension=DIMENSION,
+            ScalableDimension=target["ScalableDimension"],
         )
         if policy.get("ResourceId") == target["ResourceId"]
     ]
     return targets, policies
 
 
+def standing_alarms(reads: "Reads", targets: Sequence[Target]) -> list[str]:
+    """The kit's wake alarms of `targets` that CloudWatch holds."""
+    if not targets:
+        return []
+    names = [alarm_name(target) for target in targets]
+    read = Call(ALARMS, "DescribeAlarms", {"AlarmNames": names})
+    return [alarm["AlarmName"] for alarm in (reads.describe(read) or {}).get("MetricAlarms", [])]
+
+
+def alarm_deletion(names: Sequence[str]) -> list[Call]:
+    return [Call(ALARMS, "DeleteAlarms", {"AlarmNames": list(names)})] if names else []
+
+
 def replaced(
     calls: Sequence[Call],
     targets: Sequence[Mapping[str, Any]],
     policies: Sequence[Mapping[str, Any]],
+    alarms: Sequence[str] = (),
 ) -> list[Call]:
-    """The calls that replace a standing target or policy: a failed run leaves them."""
+    """The calls that replace a standing target, policy or alarm: a failed run leaves them."""
 
     def held(call: Call) -> bool:
+        if call.service == ALARMS:
+            return call.params["AlarmName"] in alarms
         standing = policies if "PolicyName" in call.params else targets
         keys = ("PolicyName", "ResourceId") if "PolicyName" in call.params else ("ResourceId",)
         return any(all(s.get(k) == call.params[k] for k in keys) for s in standing)

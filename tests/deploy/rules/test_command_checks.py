@@ -9,6 +9,7 @@ from vllm_sagemaker.deploy.base.errors import Refused
 from vllm_sagemaker.deploy.kit import (
     batch,
     checks,
+    component,
     endpoint,
     image,
     invoke,
@@ -278,7 +279,12 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
         {"serverless": "2048", "model_prefix": S3},
         "cannot be used for Serverless Inference",
     ),
-    (endpoint.AUTOSCALE, {"autoscale": "1:4"}, {"autoscale": "4:1"}, "MIN 4 is more than MAX 1"),
+    (
+        endpoint.AUTOSCALE,
+        {"autoscale": "0:4", "async_output": S3},
+        {"autoscale": "0:4"},
+        "a real-time endpoint keeps at least 1 instance",
+    ),
     (endpoint.SCALING, {"autoscale": "1:4"}, {"scale_on": "waiting"}, "give --autoscale MIN:MAX"),
     (
         endpoint.SCALE_ON_WAITING,
@@ -313,6 +319,58 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
     (batch.SHARD_LINES, {"shard_lines": 1}, {"shard_lines": 0}, "--shard-lines 0"),
     (batch.POLL, {"poll_seconds": 0.5}, {"poll_seconds": 0.0}, "--poll-seconds 0"),
     (batch.PRICE, {"instance_price": 1.5}, {"instance_price": -1.0}, "--instance-price -1"),
+    (component.ENDPOINT, {"endpoint": "chat-gpus"}, {"endpoint": "chat_gpus"}, "--endpoint"),
+    (
+        component.GPUS,
+        {"gpus": 4, "instance_type": "ml.g5.12xlarge"},
+        {"gpus": 8, "instance_type": "ml.g5.12xlarge"},
+        "--gpus 8: ml.g5.12xlarge has 4 GPUs; give at most 4",
+    ),
+    (
+        component.COPIES,
+        {"copies": 0, "scale_to_zero": True},
+        {"copies": 0, "scale_to_zero": False},
+        "--copies 0: a component without copies serves nothing",
+    ),
+    (
+        component.INSTANCE_RANGE,
+        {"instance_type": "ml.g5.12xlarge", "instances": "0:2", "scale_to_zero": True},
+        {"instance_type": "ml.g5.12xlarge", "instances": "0:2", "scale_to_zero": False},
+        "add --scale-to-zero, or give MIN 1 or more",
+    ),
+    (
+        component.ZERO,
+        {"scale_to_zero": True, "max_copies": 4},
+        {"scale_to_zero": False, "max_copies": 4},
+        "give --scale-to-zero too",
+    ),
+    *(
+        (check, {name: value}, {name: bad}, line)
+        for check, name, value, bad, line in zip(
+            component.NUMBERS,
+            (
+                "gpus",
+                "cpus",
+                "memory",
+                "max_copies",
+                "scale_target",
+                "startup_timeout",
+                "download_timeout",
+            ),
+            (1, 0.5, 1024, 1, 5.0, 60, 3600),
+            (0, 0.0, 0, 0, -1.0, 59, 3601),
+            (
+                "--gpus 0",
+                "--cpus 0",
+                "--memory 0",
+                "--max-copies 0",
+                "--target -1",
+                "--startup-timeout 59",
+                "--download-timeout 3601",
+            ),
+            strict=True,
+        )
+    ),
     (invoke.OPENAI, {"openai": True}, {"openai": True, "use_async": True}, "leave out --async"),
     (token.EXPIRES, {"expires": "90m"}, {"expires": "13h"}, "--expires '13h'"),
 ]

@@ -19,21 +19,31 @@ TARGET = {
 }
 
 
+ASYNC = "s3://bucket/async/"
+ZERO_REAL_TIME = (
+    "--autoscale 0:4: a real-time endpoint keeps at least 1 instance (give MIN 1 or more); an "
+    "async endpoint (--async-output) scales to 0, and so do inference components (`deploy "
+    "component --scale-to-zero`)"
+)
+
+
 @pytest.mark.parametrize(
-    ("value", "problem"),
+    ("value", "async_output", "problem"),
     [
-        ("1:4", None),
-        ("2:2", None),
-        (" 1:4 ", None),
-        ("0:4", "--autoscale 0:4: an endpoint keeps at least 1 instance: give MIN 1 or more"),
-        ("4:1", "--autoscale 4:1: MIN 4 is more than MAX 1"),
-        ("4", "--autoscale '4': give MIN:MAX, the fewest and most instances, as 1:4"),
-        ("1-4", "--autoscale '1-4': give MIN:MAX, the fewest and most instances, as 1:4"),
-        ("-1:4", "--autoscale '-1:4': give MIN:MAX, the fewest and most instances, as 1:4"),
+        ("1:4", None, None),
+        ("2:2", None, None),
+        (" 1:4 ", None, None),
+        ("0:4", None, ZERO_REAL_TIME),
+        ("0:4", ASYNC, None),
+        ("0:0", ASYNC, "--autoscale 0:0: MAX must be 1 or more"),
+        ("4:1", None, "--autoscale 4:1: MIN 4 is more than MAX 1"),
+        ("4", None, "--autoscale '4': give MIN:MAX, the fewest and most instances, as 1:4"),
+        ("1-4", None, "--autoscale '1-4': give MIN:MAX, the fewest and most instances, as 1:4"),
+        ("-1:4", ASYNC, "--autoscale '-1:4': give MIN:MAX, the fewest and most instances, as 1:4"),
     ],
 )
-def test_autoscale_problem(value: str, problem: str | None) -> None:
-    assert scaling.autoscale_problem(value) == problem
+def test_autoscale_problem(value: str, async_output: str | None, problem: str | None) -> None:
+    assert scaling.autoscale_problem(value, async_output) == problem
 
 
 @pytest.mark.parametrize(
@@ -149,14 +159,14 @@ def test_deletions_are_the_endpoints_only() -> None:
         {**theirs, "PolicyName": "p"},
         {**other_variant, "PolicyName": "users"},
     ]
-    calls = scaling.scaling_deletions("chat", [mine, theirs, other_variant], policies)
+    calls = scaling.scaling_deletions(scaling.owned_by("chat"), [mine, theirs, other_variant], policies)
     assert [(c.operation, c.params["ResourceId"], c.params.get("PolicyName")) for c in calls] == [
         ("DeleteScalingPolicy", "endpoint/chat/variant/AllTraffic", "p"),
         ("DeleteScalingPolicy", "endpoint/chat/variant/Blue", "users"),
         ("DeregisterScalableTarget", "endpoint/chat/variant/AllTraffic", None),
         ("DeregisterScalableTarget", "endpoint/chat/variant/Blue", None),
     ]
-    assert scaling.scaling_deletions("chat-prod", [mine], [{**mine, "PolicyName": "p"}]) == []
+    assert scaling.scaling_deletions(scaling.owned_by("chat-prod"), [mine], [{**mine, "PolicyName": "p"}]) == []
 
 
 def test_a_failed_run_takes_back_what_it_created_and_leaves_what_it_replaced() -> None:
