@@ -20,7 +20,7 @@ from vllm_sagemaker.deploy.base.calls import (
     operation,
     to_json,
 )
-from vllm_sagemaker.deploy.base.error_answers import Refusal
+from vllm_sagemaker.deploy.base.error_answers import Refusal, missing
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
 from vllm_sagemaker.deploy.base.interrupts import Interrupted, not_waited_line, wait_line
 from vllm_sagemaker.deploy.base.say import say
@@ -164,7 +164,29 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
             client("s3").upload_fileobj(part, call.params["Bucket"], call.params["Key"])
         return {}
     answer: dict[str, Any] = operation(call.service, call.operation)(**call.params)
+    if call.operation in _SETTLES:
+        _until_gone(Call(call.service, _SETTLES[call.operation], call.params))
     return answer
+
+
+# Deletions SageMaker finishes later, and the read that finds them gone: waited for, so that
+# what they used (a component's endpoint and model) can be deleted next.
+_SETTLES = {"DeleteInferenceComponent": "DescribeInferenceComponent"}
+
+
+def _until_gone(describe: Call) -> None:
+    import botocore.exceptions
+
+    read = operation(describe.service, describe.operation)
+    say(f"{described(describe)}: waiting until it is deleted")
+    while True:
+        try:
+            read(**describe.params)
+        except botocore.exceptions.ClientError as error:
+            if missing(error):
+                return
+            raise
+        time.sleep(POLL_S)
 
 
 class _LineReader(contextlib.ExitStack):

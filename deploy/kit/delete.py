@@ -1,6 +1,6 @@
 """`deploy delete`: what `deploy.kit.plans.delete` plans, one call at a time, each said as it is
 removed: a failed deletion is said and the rest go on, except that nothing of a standing
-endpoint is deleted after its own deletion failed."""
+endpoint or component is deleted after its own deletion failed."""
 
 import argparse
 
@@ -10,31 +10,53 @@ from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.base.run import call_failed, execute
 from vllm_sagemaker.deploy.kit import checks
 from vllm_sagemaker.deploy.kit.options import add_name, say
-from vllm_sagemaker.deploy.kit.plans.delete import delete_plan
+from vllm_sagemaker.deploy.kit.plans.delete import component_plan, delete_plan
 from vllm_sagemaker.deploy.kit.plans.rollback import touched
 
 SUMMARY = "delete what deploy created"
 DESCRIPTION = (
-    "Delete the endpoint NAME and every endpoint config and model named NAME or NAME-<UTC time>; "
-    "nothing else."
+    "Delete the endpoint NAME (its inference components first) and every endpoint config and "
+    "model named NAME or NAME-<UTC time>, or with --component only that component; nothing else."
 )
 CHECKS = (checks.REGION, checks.NAME)
+# Deletions whose refusal stops the run: what it kept while it stands.
+STANDS = {
+    "DeleteEndpoint": "its scaling, endpoint configs and models are kept while it stands",
+    "DeleteInferenceComponent": "its scaling, alarm and models are kept while it stands",
+}
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    add_name(parser, "delete", "the endpoint to delete, with its configs and models")
+    add_name(parser, "delete", "the endpoint to delete, with its components, configs and models")
+    parser.add_argument(
+        "--component",
+        metavar="NAME",
+        help="delete only this inference component of the endpoint, with its scaling, its "
+        "alarm and its models (NAME, NAME-<UTC time>) that no other component runs",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     import botocore.exceptions  # here, not at the top: `--help` loads this module
 
-    calls, kept = delete_plan(Reads(args.dry_run), args.name)
+    reads = Reads(args.dry_run)
+    kept: list[str] = []
+    if args.component:
+        calls = component_plan(reads, args.name, args.component)
+    else:
+        calls, kept = delete_plan(reads, args.name)
     for line in kept:
         say(line)
     if not calls:
+        named = args.component or args.name
+        what = (
+            "inference component, scaling or model"
+            if args.component
+            else ("endpoint, endpoint config or model")
+        )
         raise ClientError(
-            f"nothing to delete in {run_region() or '<region>'}: no endpoint, endpoint config or "
-            f"model named {args.name} or {args.name}-<UTC time>"
+            f"nothing to delete in {run_region() or '<region>'}: no {what} named {named} or "
+            f"{named}-<UTC time>"
         )
     if args.dry_run:
         execute(calls, True)
@@ -45,10 +67,8 @@ def main(args: argparse.Namespace) -> int:
             execute([call], False)
         except botocore.exceptions.ClientError as error:
             line = call_failed(call, explain(error) or str(error))
-            if call.operation == "DeleteEndpoint":
-                raise ClientError(
-                    f"{line}; its scaling, endpoint configs and models are kept while it stands"
-                ) from error
+            if call.operation in STANDS:
+                raise ClientError(f"{line}; {STANDS[call.operation]}") from error
             failed += 1
             say(line)
         else:

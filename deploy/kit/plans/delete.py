@@ -1,28 +1,101 @@
-"""`deploy delete`'s calls: the endpoint NAME, the scaling policies and scalable targets of its
-variants, and every endpoint config and model named NAME or `NAME-<UTC time>` (the kit's versions
-of it) that no other endpoint runs on; nothing else (`NAME-prod` is another's)."""
+"""`deploy delete`'s calls: the endpoint NAME, the scaling policies, scalable targets and wake
+alarm of its variants, and every endpoint config and model named NAME or `NAME-<UTC time>` (the
+kit's versions of it) that no other endpoint runs on; an endpoint for inference components
+loses its components first. A component (`--component`) goes with its scaling, its wake alarm
+and its models (named after it) that no other component runs. Nothing else (`NAME-prod` is
+another's)."""
+
+from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.reads import Reads
+from vllm_sagemaker.deploy.kit.plans import component as components
 from vllm_sagemaker.deploy.kit.plans.names import is_version_of
-from vllm_sagemaker.deploy.kit.plans.scaling import owned_by, scaling_deletions, standing
+from vllm_sagemaker.deploy.kit.plans.scaling import (
+    alarm_deletion,
+    owned_by,
+    scaling_deletions,
+    standing,
+    standing_alarms,
+    variant,
+)
 
 
-def _runs_on(reads: Reads, endpoint: str) -> list[tuple[str, str]] | None:
-    """What an endpoint runs on, as (kind, name): its config, that config's models; None when the
-    endpoint does not exist."""
+def _variants(reads: Reads, endpoint: str) -> tuple[str, list[Any]] | None:
+    """An endpoint's config and that config's variants; None when the endpoint does not exist."""
     found = reads.describe(Call("sagemaker", "DescribeEndpoint", {"EndpointName": endpoint}))
     if not found:
         return None
     config = found["EndpointConfigName"]
     read = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config})
-    variants = (reads.describe(read) or {}).get("ProductionVariants", [])
-    return [("endpoint config", config), *(("model", v["ModelName"]) for v in variants)]
+    return config, (reads.describe(read) or {}).get("ProductionVariants", [])
+
+
+def _runs_on(found: tuple[str, list[Any]] | None) -> list[tuple[str, str]] | None:
+    """What an endpoint runs on (`_variants`), as (kind, name): its config, that config's
+    models; None when the endpoint does not exist."""
+    if found is None:
+        return None
+    config, variants = found
+    models = [("model", v["ModelName"]) for v in variants if "ModelName" in v]
+    return [("endpoint config", config), *models]
+
+
+def _components(reads: Reads, endpoint: str, found: tuple[str, list[Any]] | None) -> list[str]:
+    """The inference components on `endpoint` (`found`: its variants), read only for an
+    endpoint for components (its variants run no model)."""
+    if found is None or any("ModelName" in v for v in found[1]):
+        return []
+    listed = reads.items(
+        "sagemaker", "ListInferenceComponents", "InferenceComponents", EndpointNameEquals=endpoint
+    )
+    return [item["InferenceComponentName"] for item in listed]
+
+
+def _read(name: str) -> Call:
+    return Call("sagemaker", "DescribeInferenceComponent", {"InferenceComponentName": name})
+
+
+def component_plan(reads: Reads, endpoint: str, name: str) -> list[Call]:
+    """The component `name` of `endpoint`: first the component (while it stands, its deletion
+    refused, it keeps its scaling), then its scaling and wake alarm, then its models that no
+    other component runs."""
+    found = reads.describe(_read(name))
+    if found and found.get("EndpointName") != endpoint:
+        raise ClientError(
+            f"inference component {name} runs on endpoint {found.get('EndpointName')}, not "
+            f"{endpoint}: give --name {found.get('EndpointName')}"
+        )
+    target = components.target(name)
+    others = [
+        (reads.describe(_read(other)) or {}).get("Specification", {}).get("ModelName")
+        for other in _components(reads, endpoint, _variants(reads, endpoint))
+        if other != name
+    ]
+    models = [
+        model
+        for model in dict.fromkeys(
+            reads.names("ListModels", "Models", "ModelName", NameContains=name)
+        )
+        if is_version_of(name, model) and model not in others
+    ]
+    return [
+        *(
+            [Call("sagemaker", "DeleteInferenceComponent", {"InferenceComponentName": name})]
+            if found
+            else []
+        ),
+        *scaling_deletions(target.holds, *standing(reads, target.holds)),
+        *alarm_deletion(standing_alarms(reads, [target])),
+        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
+    ]
 
 
 def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
     """What `deploy delete --name NAME` removes, and what it keeps (not its, or in use)."""
-    used = _runs_on(reads, name)
+    found = _variants(reads, name)
+    used = _runs_on(found)
     kept = [
         f"keeps {kind} {taken}: endpoint {name} uses it, but the name is not {name}'s"
         for kind, taken in used or []
@@ -41,15 +114,22 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
     )
     others = [e for e in reads.names("ListEndpoints", "Endpoints", "EndpointName") if e != name]
     for other in others if configs or models else []:
-        for kind, taken in _runs_on(reads, other) or []:
+        for kind, taken in _runs_on(_variants(reads, other)) or []:
             names = configs if kind == "endpoint config" else models
             if taken in names:
                 names.remove(taken)
                 kept.append(f"keeps {kind} {taken}: endpoint {other} runs on it")
-    # The endpoint first: while it stands (its deletion refused), it keeps its scaling.
+    # Its components first, then the endpoint: while it stands (its deletion refused), it keeps
+    # its scaling.
     return [
+        *(
+            call
+            for each in _components(reads, name, found)
+            for call in component_plan(reads, name, each)
+        ),
         *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": name})] if used else []),
         *scaling_deletions(owned_by(name), *standing(reads, owned_by(name))),
+        *alarm_deletion(standing_alarms(reads, [variant(name)])),
         *(Call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": c}) for c in configs),
         *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
     ], kept

@@ -10,6 +10,8 @@ from vllm_sagemaker.deploy.kit.plans import scaling
 # What a call touches, by the parameter naming it, first found first (CreateEndpoint names its
 # config too, CreateTransformJob its model).
 _KINDS = (
+    ("InferenceComponentName", "inference component"),
+    ("AlarmName", "alarm"),
     ("EndpointName", "endpoint"),
     ("TransformJobName", "transform job"),
     ("EndpointConfigName", "endpoint config"),
@@ -25,6 +27,8 @@ _WRITES = frozenset({("s3", "PutObject"), ("file", "Write")})
 def touched(call: Call) -> str:
     """What a call touches, as a line names it: `model llm`, `s3://bucket/key`, a path."""
     params = call.params
+    if "AlarmNames" in params:
+        return "alarm " + ", ".join(params["AlarmNames"])
     if "PolicyName" in params:
         return f"scaling policy {params['PolicyName']} of {params.get('ResourceId', '')}".strip()
     for key, kind in _KINDS:
@@ -41,6 +45,10 @@ _DELETIONS = {
     ("sagemaker", "CreateModel"): ("DeleteModel", "ModelName"),
     ("sagemaker", "CreateEndpointConfig"): ("DeleteEndpointConfig", "EndpointConfigName"),
     ("sagemaker", "CreateEndpoint"): ("DeleteEndpoint", "EndpointName"),
+    ("sagemaker", "CreateInferenceComponent"): (
+        "DeleteInferenceComponent",
+        "InferenceComponentName",
+    ),
     ("ecr", "CreateRepository"): ("DeleteRepository", "repositoryName"),
 }
 _SCALING_PUTS = ("RegisterScalableTarget", "PutScalingPolicy")
@@ -52,15 +60,23 @@ def _deletion(call: Call) -> Call | None:
         return Call(call.service, operation, {key: call.params[key]})
     if call.service == scaling.SERVICE and call.operation in _SCALING_PUTS:
         return scaling.deletion(call.params)
+    if call.operation == "PutMetricAlarm":
+        return scaling.alarm_deletion([call.params["AlarmName"]])[0]
     return None
 
 
 def _uses(call: Call) -> tuple[str, ...]:
-    """What the endpoint or config a call makes runs on: its config, its variants' models."""
+    """What the endpoint, config or component a call makes runs on: its config, its variants'
+    models; a component's model and endpoint."""
     params = call.params
     if call.operation in ("CreateEndpoint", "UpdateEndpoint"):
         return (f"endpoint config {params['EndpointConfigName']}",)
-    return tuple(f"model {v['ModelName']}" for v in params.get("ProductionVariants", ()))
+    if "InferenceComponentName" in params:
+        model = (f"model {params['Specification']['ModelName']}",)
+        return (*model, f"endpoint {params['EndpointName']}") if "EndpointName" in params else model
+    return tuple(
+        f"model {v['ModelName']}" for v in params.get("ProductionVariants", ()) if "ModelName" in v
+    )
 
 
 def undo(call: Call) -> Undo | None:
@@ -72,6 +88,14 @@ def undo(call: Call) -> Undo | None:
         name, config = call.params["EndpointName"], call.params["EndpointConfigName"]
         return Undo(
             f"endpoint {name} runs on {config} now (UpdateEndpoint was made)", None, _uses(call)
+        )
+    if call.operation == "UpdateInferenceComponent":
+        name, model = call.params["InferenceComponentName"], call.params["Specification"]
+        return Undo(
+            f"inference component {name} runs model {model['ModelName']} now "
+            "(UpdateInferenceComponent was made)",
+            None,
+            _uses(call),
         )
     if (call.service, call.operation) in _WRITES:
         return Undo(touched(call))
