@@ -25,7 +25,7 @@ from vllm_sagemaker.deploy.kit.plans.instances import (
     instance_type_problem,
     instance_type_warning,
 )
-from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE
+from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE, TENSOR_PARALLEL
 from vllm_sagemaker.deploy.kit.plans.names import (
     MAX_NAME,
     NAME_PATTERN,
@@ -47,7 +47,6 @@ _MAX_S3_URI = 1024
 _ENV_KEY = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _MAX_ENV_VALUE = 1024
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
-TENSOR_PARALLEL = SM_VLLM_PREFIX + "TENSOR_PARALLEL_SIZE"
 # What a run without a role is told (a dry run shows a placeholder instead).
 NO_ROLE = (
     f"--role: not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role "

@@ -159,6 +159,7 @@ def timeout_problem(option: str, value: int) -> str | None:
 ENDPOINT = Check("endpoint", component.endpoint_problem)
 GPUS = Check("gpus instance_type", component.gpus_problem)
 COPIES = Check("copies scale_to_zero", component.copies_problem)
+TENSOR_PARALLEL = Check("environment gpus", component.tensor_parallel_problem)
 INSTANCE_RANGE = Check("instance_type instances scale_to_zero", made_problem)
 ZERO = Check("scale_to_zero max_copies scale_target no_wait", zero_problem)
 NUMBERS = (
@@ -172,7 +173,8 @@ NUMBERS = (
 )
 CHECKS = (
     *(checks.REGION, checks.NAME, ENDPOINT, *checks.MODEL, *checks.INSTANCES),
-    *(INSTANCE_RANGE, GPUS, COPIES, ZERO, *NUMBERS, *checks.CONTAINER, checks.ROLE),
+    *(INSTANCE_RANGE, GPUS, COPIES, ZERO, *NUMBERS, *checks.CONTAINER, TENSOR_PARALLEL),
+    checks.ROLE,
 )
 
 

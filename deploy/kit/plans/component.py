@@ -9,6 +9,7 @@ from typing import Any
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.endpoint import MODEL_DOWNLOAD_S, STARTUP_HEALTH_CHECK_S
 from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count, image_target
+from vllm_sagemaker.deploy.kit.plans.model import TENSOR_PARALLEL
 from vllm_sagemaker.deploy.kit.plans.names import MAX_NAME, NAME_PATTERN, TAGS
 from vllm_sagemaker.deploy.kit.plans.scaling import (
     VARIANT,
@@ -92,7 +93,7 @@ def component_env(env: Mapping[str, str], gpus: int | None) -> dict[str, str]:
     instance's) unless the user chose it."""
     result = dict(env)
     if gpus and gpus > 1:
-        result.setdefault("SM_VLLM_TENSOR_PARALLEL_SIZE", str(gpus))
+        result.setdefault(TENSOR_PARALLEL, str(gpus))
     return result
 
 
@@ -168,6 +169,17 @@ def gpus_problem(gpus: int | None, instance_type: str | None) -> str | None:
     return (
         f"--gpus {gpus}: {instance_type} has {held} GPU{'s' if held > 1 else ''}; give at most "
         f"{held}, or an endpoint on an instance type with more"
+    )
+
+
+def tensor_parallel_problem(env: Mapping[str, str], gpus: int | None) -> str | None:
+    """Tensor parallelism over more GPUs than the component is given."""
+    size = env.get(TENSOR_PARALLEL, "").strip()
+    if gpus is None or not size.isdigit() or int(size) <= gpus:
+        return None
+    return (
+        f"--env {TENSOR_PARALLEL}={size}: the component gets --gpus {gpus}, and tensor "
+        f"parallelism takes one each: give --gpus {size}, or leave {TENSOR_PARALLEL} out"
     )
 
 

@@ -10,10 +10,12 @@ from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.handler.core import cloudwatch
+from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
     from vllm_sagemaker.deploy.base.reads import Reads
 
+TENSOR_PARALLEL = SM_VLLM_PREFIX + "TENSOR_PARALLEL_SIZE"
 # Where the execution role comes from when --role is not given.
 ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
 # What a dry run shows for a role it was not given.
@@ -50,8 +52,8 @@ def model_env(env: Mapping[str, str], instance_type: str | None) -> dict[str, st
     """The user's settings, with tensor parallelism over every GPU unless the user chose it."""
     result = dict(env)
     gpus = gpu_count(instance_type) if instance_type else 0
-    if gpus > 1 and "SM_VLLM_TENSOR_PARALLEL_SIZE" not in result:
-        result["SM_VLLM_TENSOR_PARALLEL_SIZE"] = str(gpus)
+    if gpus > 1 and TENSOR_PARALLEL not in result:
+        result[TENSOR_PARALLEL] = str(gpus)
     return result
 
 

@@ -319,6 +319,12 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
     (batch.SHARD_LINES, {"shard_lines": 1}, {"shard_lines": 0}, "--shard-lines 0"),
     (batch.POLL, {"poll_seconds": 0.5}, {"poll_seconds": 0.0}, "--poll-seconds 0"),
     (batch.PRICE, {"instance_price": 1.5}, {"instance_price": -1.0}, "--instance-price -1"),
+    (
+        component.TENSOR_PARALLEL,
+        {"environment": {"SM_VLLM_TENSOR_PARALLEL_SIZE": "2"}, "gpus": 2},
+        {"environment": {"SM_VLLM_TENSOR_PARALLEL_SIZE": "4"}, "gpus": 2},
+        "the component gets --gpus 2",
+    ),
     (component.ENDPOINT, {"endpoint": "chat-gpus"}, {"endpoint": "chat_gpus"}, "--endpoint"),
     (
         component.GPUS,

@@ -159,14 +159,21 @@ def test_deletions_are_the_endpoints_only() -> None:
         {**theirs, "PolicyName": "p"},
         {**other_variant, "PolicyName": "users"},
     ]
-    calls = scaling.scaling_deletions(scaling.owned_by("chat"), [mine, theirs, other_variant], policies)
+    calls = scaling.scaling_deletions(
+        scaling.owned_by("chat"), [mine, theirs, other_variant], policies
+    )
     assert [(c.operation, c.params["ResourceId"], c.params.get("PolicyName")) for c in calls] == [
         ("DeleteScalingPolicy", "endpoint/chat/variant/AllTraffic", "p"),
         ("DeleteScalingPolicy", "endpoint/chat/variant/Blue", "users"),
         ("DeregisterScalableTarget", "endpoint/chat/variant/AllTraffic", None),
         ("DeregisterScalableTarget", "endpoint/chat/variant/Blue", None),
     ]
-    assert scaling.scaling_deletions(scaling.owned_by("chat-prod"), [mine], [{**mine, "PolicyName": "p"}]) == []
+    assert (
+        scaling.scaling_deletions(
+            scaling.owned_by("chat-prod"), [mine], [{**mine, "PolicyName": "p"}]
+        )
+        == []
+    )
 
 
 def test_a_failed_run_takes_back_what_it_created_and_leaves_what_it_replaced() -> None:
