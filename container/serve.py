@@ -103,7 +103,7 @@ def server_command(
         raise ConfigError("; ".join(problems))
     args = env_args.server_args(env, entries, gpus, [*extra, *needs.args, *sized.args])
     threads = (
-        hardware.omp_threads_env(env, gpus, limits.cpus, hardware.allowed_cpus())
+        hardware.omp_threads_env({**env, **needs.env}, gpus, limits.cpus, hardware.allowed_cpus())
         if system.world_size(args) == 1
         else {}
     )
@@ -116,10 +116,10 @@ def server_command(
     }
     lacking = [*lacking, *needs.notes, *sized.notes]
     if threads:
+        ((variable, value),) = threads.items()
         lacking.append(
             f"the container's CPU quota is {limits.cpus:g} CPUs, so vLLM's CPU worker runs "
-            f"{len(threads[hardware.OMP_BIND_VAR].split(','))} thread(s) "
-            f"({hardware.OMP_BIND_VAR}={threads[hardware.OMP_BIND_VAR]})"
+            f"{hardware.omp_thread_count(threads)} thread(s) ({variable}={value})"
         )
     if "SAGEMAKER_MODEL_DIR" in env and "SAGEMAKER_MODEL_PATH" not in env:
         # MHCS, inside the server, looks for the customer's code here.

@@ -10,12 +10,11 @@ from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 from vllm_sagemaker.handler.core import cloudwatch
-from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
     from vllm_sagemaker.deploy.base.reads import Reads
 
-TENSOR_PARALLEL = SM_VLLM_PREFIX + "TENSOR_PARALLEL_SIZE"
+TENSOR_PARALLEL = "SM_VLLM_TENSOR_PARALLEL_SIZE"
 # Where the execution role comes from when --role is not given.
 ROLE_VARIABLE = "SAGEMAKER_ROLE_ARN"
 # What a dry run shows for a role it was not given.

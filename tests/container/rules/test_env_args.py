@@ -216,17 +216,87 @@ def test_user_access_log_choice_wins() -> None:
     assert args[args.index("--disable-access-log-for-endpoints") + 1] == "/ping,/metrics"
 
 
+# /dev of a container NVIDIA's toolkit gave GPUs 4 and 5 of an instance's eight (an inference
+# component's share): their own device files, with the driver's, which are not GPUs.
+GIVEN_4_5 = [
+    "null",
+    "nvidiactl",
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
+    "nvidia-caps",
+    "nvidia4",
+    "nvidia5",
+]
+ALL_8 = [f"nvidia{n}" for n in range(8)] + ["nvidiactl", "nvidia-uvm"]
+UUIDS = "GPU-5a1d2f7e-0b3c-4d5e-8f9a-0b1c2d3e4f50,GPU-6b2e3f8f-1c4d-5e6f-9a0b-1c2d3e4f5061"
+
+
 @pytest.mark.parametrize(
     ("env", "dev", "expected"),
     [
         ({}, ["null", "tty"], 0),
         ({}, ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"], 2),
-        ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, ["nvidia0"], 3),
+        ({}, ALL_8, 8),
+        # Whatever NVIDIA_VISIBLE_DEVICES said, the GPUs the toolkit gave are the devices seen
+        # (the variable also holds `all` in CUDA's images, and host numbers).
+        ({}, GIVEN_4_5, 2),
+        ({"NVIDIA_VISIBLE_DEVICES": "4,5"}, GIVEN_4_5, 2),
+        ({"NVIDIA_VISIBLE_DEVICES": UUIDS}, GIVEN_4_5, 2),
+        ({"NVIDIA_VISIBLE_DEVICES": "all"}, GIVEN_4_5, 2),
+        ({"NVIDIA_VISIBLE_DEVICES": "none"}, ["null", "nvidiactl", "nvidia-uvm"], 0),
+        ({"NVIDIA_VISIBLE_DEVICES": "void"}, ["null"], 0),
+        ({"NVIDIA_VISIBLE_DEVICES": ""}, ["null"], 0),
+        # CUDA_VISIBLE_DEVICES narrows what is seen, numbered from 0 as CUDA numbers it.
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, ALL_8, 3),
+        ({"CUDA_VISIBLE_DEVICES": "1"}, GIVEN_4_5, 1),
+        ({"CUDA_VISIBLE_DEVICES": "0, 1"}, GIVEN_4_5, 2),
+        ({"CUDA_VISIBLE_DEVICES": UUIDS}, GIVEN_4_5, 2),
+        ({"CUDA_VISIBLE_DEVICES": "MIG-4f1e2d3c-0a1b-4c2d-9e8f-7a6b5c4d3e2f"}, ["nvidia0"], 1),
+        # Host numbers are not the container's: GPU 4 is beyond the two seen.
+        ({"CUDA_VISIBLE_DEVICES": "4,5"}, GIVEN_4_5, 0),
+        # Up to the first GPU that is not there; -1 or nothing hides them all.
+        ({"CUDA_VISIBLE_DEVICES": "0,2,1"}, GIVEN_4_5, 1),
+        ({"CUDA_VISIBLE_DEVICES": "0,-1,1"}, ALL_8, 1),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, ALL_8, 0),
         ({"CUDA_VISIBLE_DEVICES": ""}, ["nvidia0"], 0),
+        ({"CUDA_VISIBLE_DEVICES": "0,0"}, ALL_8, 0),
+        # No device files: no GPU, whatever is named.
+        ({"CUDA_VISIBLE_DEVICES": "0"}, ["null"], 0),
+        ({"CUDA_VISIBLE_DEVICES": UUIDS}, ["null"], 0),
     ],
 )
 def test_visible_gpu_count(env: dict[str, str], dev: list[str], expected: int) -> None:
     assert hardware.visible_gpu_count(env, dev) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "dev", "expected"),
+    [
+        # An inference component given 2 of 8 GPUs runs on 2; on all 8, on 8.
+        ({}, GIVEN_4_5, "2"),
+        ({"NVIDIA_VISIBLE_DEVICES": UUIDS}, GIVEN_4_5, "2"),
+        ({}, ALL_8, "8"),
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, ALL_8, "4"),
+        # One GPU or none: vLLM's own (one GPU, or the CPU).
+        ({"CUDA_VISIBLE_DEVICES": "1"}, GIVEN_4_5, None),
+        ({"NVIDIA_VISIBLE_DEVICES": "none"}, ["nvidiactl"], None),
+        # The user's size wins over the GPUs seen.
+        ({"SM_VLLM_TENSOR_PARALLEL_SIZE": "1"}, GIVEN_4_5, "1"),
+        ({"SM_VLLM_TENSOR_PARALLEL_SIZE": "4"}, ALL_8, "4"),
+        ({"SM_NUM_GPUS": "1"}, ALL_8, "1"),
+    ],
+)
+def test_tensor_parallelism_follows_the_gpus_the_container_sees(
+    env: dict[str, str], dev: list[str], expected: str | None
+) -> None:
+    args = env_args.server_args(
+        {"SM_VLLM_MODEL": "m", **env}, [], hardware.visible_gpu_count(env, dev)
+    )
+    assert args.count("--tensor-parallel-size") == (expected is not None)
+    assert env_args.flag_value(args, "--tensor-parallel-size") == expected
+
+
+IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 @pytest.mark.parametrize(
@@ -243,6 +313,15 @@ def test_visible_gpu_count(env: dict[str, str], dev: list[str], expected: int) -
         # The user's binding, or GPUs: nothing.
         ({"VLLM_CPU_OMP_THREADS_BIND": "nobind"}, 0, 1.0, list(range(8)), {}),
         ({}, 1, 1.0, list(range(8)), {}),
+        # The worker in the engine core's process: vLLM binds nothing there and OpenMP starts a
+        # thread per CPU seen, so the count (no CPU is left aside by vLLM).
+        (IN_PROCESS, 0, 1.0, [0, 1], {"OMP_NUM_THREADS": "1"}),
+        (IN_PROCESS, 0, 3.5, list(range(8)), {"OMP_NUM_THREADS": "2"}),
+        (IN_PROCESS, 0, 2.0, [0], {}),
+        (IN_PROCESS, 0, None, [0, 1], {}),
+        (IN_PROCESS, 1, 1.0, [0, 1], {}),
+        ({**IN_PROCESS, "OMP_NUM_THREADS": "2"}, 0, 1.0, [0, 1], {}),
+        ({"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, 0, 1.0, [0, 1], {}),
     ],
 )
 def test_omp_threads_follow_the_cpu_quota(
@@ -252,7 +331,9 @@ def test_omp_threads_follow_the_cpu_quota(
     allowed: list[int],
     expected: dict[str, str],
 ) -> None:
-    assert hardware.omp_threads_env(env, gpus, quota, allowed) == expected
+    added = hardware.omp_threads_env(env, gpus, quota, allowed)
+    assert added == expected
+    assert hardware.omp_thread_count(added) == (max(1, int(quota or 0) - 1) if added else None)
 
 
 TC, IOMP = "/usr/lib/tc.so", "/venv/lib/libiomp5.so"
