@@ -9,6 +9,7 @@ Not a test module: the *_calls tests import these from here.
 
 import contextlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -34,6 +35,8 @@ _TARGETS = (
 )
 # botocore's events name a service by its id, hyphenated; a plan's calls by its client's name.
 _CLIENTS = {"application-auto-scaling": "application-autoscaling"}
+# What points SageMaker's calls at the inference-component stand-in.
+COMPONENTS_VARIABLE = "AWS_ENDPOINT_URL_SAGEMAKER"
 # Operations that only read: all a dry run may call.
 _READS = ("Describe", "List", "Get", "Head")
 # What differs between two runs of one plan: the update's version and the async body's name.
@@ -71,8 +74,9 @@ def writes(calls: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
 
 
 def state() -> dict[str, Any]:
-    """What SageMaker, S3, ECR, Application Auto Scaling and CloudWatch's dashboards hold:
-    names, every object's ETag, every scalable target's capacities and every policy's metric."""
+    """What SageMaker (its inference components too, in front of moto), S3, ECR, Application
+    Auto Scaling and CloudWatch's alarms and dashboards hold: names, every object's ETag, every
+    scalable target's capacities and every policy's metric."""
     s3 = boto3.client("s3")
     scaling = boto3.client("application-autoscaling")
     sagemaker = boto3.client("sagemaker")
@@ -106,6 +110,16 @@ def state() -> dict[str, Any]:
                 "ScalingPolicies"
             ]
         ),
+        "alarms": sorted(
+            a["AlarmName"] for a in boto3.client("cloudwatch").describe_alarms()["MetricAlarms"]
+        ),
+        # The inference-component stand-in, when it stands in front of moto.
+        "components": sorted(
+            c["InferenceComponentName"]
+            for c in sagemaker.list_inference_components()["InferenceComponents"]
+        )
+        if os.environ.get(COMPONENTS_VARIABLE)
+        else [],
         "dashboards": sorted(
             (d["DashboardName"], d["Size"])
             for d in boto3.client("cloudwatch").list_dashboards()["DashboardEntries"]
