@@ -24,6 +24,7 @@ from vllm_sagemaker.deploy.base import storage
 
 # The parameter that names what a call touches, first found first.
 _TARGETS = (
+    "InferenceComponentName",
     "EndpointName",
     "TransformJobName",
     "EndpointConfigName",

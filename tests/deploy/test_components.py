@@ -10,7 +10,9 @@ import boto3
 import pytest
 
 from tests.deploy.deploying import IMAGE, model_options
-from tests.deploy.recording import dry_then_real, recorded, run, state
+from tests.deploy.recording import dry_then_real, recorded, run, state, writes
+from tests.support.aws import moto_endpoint
+from tests.support.components_emulator import State
 from vllm_sagemaker.deploy.base import run as base_run
 from vllm_sagemaker.deploy.kit.plans import scaling
 
@@ -117,7 +119,7 @@ def _plan(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, obje
 
 
 def test_two_components_on_one_endpoint_an_update_and_delete(
-    role: str, components: object, quick_polls: None, capsys: pytest.CaptureFixture[str]
+    role: str, components: State, quick_polls: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     made = dry_then_real(
         capsys, *component("shared", "chat", "--instance-type", "ml.g5.12xlarge", "--gpus", "2")
@@ -177,7 +179,7 @@ def test_two_components_on_one_endpoint_an_update_and_delete(
 
 
 def test_scale_to_zero_arms_its_alarm_and_delete_removes_it(
-    role: str, components: object, quick_polls: None, capsys: pytest.CaptureFixture[str]
+    role: str, components: State, quick_polls: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = component(
         "idle", "sleepy", "--instance-type", "ml.g5.2xlarge", "--scale-to-zero", "--copies", "0"
@@ -225,3 +227,31 @@ def test_scale_to_zero_arms_its_alarm_and_delete_removes_it(
     ]
     assert boto3.client("cloudwatch").describe_alarms(AlarmNames=[name])["MetricAlarms"] == []
     assert "idle" not in state()["endpoints"]
+
+
+def test_a_failed_run_takes_back_what_it_made(
+    role: str, components: State, quick_polls: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = state()
+    components.fail_next("PutScalingPolicy", "ValidationException", "the policy was refused")
+    args = component("undone", "gone", "--instance-type", "ml.g5.2xlarge", "--scale-to-zero")
+    status, _, err = run(capsys, *args)
+    *waits, line = err.splitlines()
+    assert status == 1 and "deploy: inference component gone: waiting until it is deleted" in waits
+    assert line.startswith("deploy: PutScalingPolicy failed: ") and "the policy was refused" in line
+    assert line.endswith(
+        "; removed scalable target inference-component/gone, inference component gone, model "
+        "gone, endpoint undone and endpoint config undone"
+    )
+    assert state() == before
+    assert "gone" not in components.components and "undone" not in components.endpoints
+
+
+def test_a_component_on_an_endpoint_running_a_model_is_refused_before_any_write(
+    role: str, components: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with moto_endpoint("ic-model") as name, recorded() as calls:
+        status, _, err = run(capsys, *component(name, "chat"))
+    assert status == 1 and err.count("\n") == 1
+    assert f"endpoint {name} runs a model on its variant, not inference components" in err
+    assert writes(calls) == []
