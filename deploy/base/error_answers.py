@@ -19,6 +19,16 @@ _MESSAGE_KEYS = ("message", "Message", "errorMessage", "detail", "error")
 _XML_MESSAGE = re.compile(r"<Message>(.*?)</Message>", re.DOTALL)
 _XML_CODE = re.compile(r"<Code>\s*([A-Za-z0-9.]+)\s*</Code>")
 _NOT_AWS = "not AWS's answer: check AWS_ENDPOINT_URL and any proxy on the way (HTTPS_PROXY)"
+# AWS's answer (HTTP 400 ValidationError) to a call of an inference component with no copy to
+# take it, one scaled to zero: "Inference Component has no capacity to process this request.
+# ApplicationAutoScaling may be in-progress (if configured) or try to increase the capacity by
+# invoking UpdateInferenceComponentRuntimeConfig API." (quoted in AWS's scale-to-zero notebook).
+_NO_CAPACITY = "has no capacity to process this request"
+# What a copy takes to come back from zero ("the provisioning process takes several minutes":
+# AWS's "Scale an endpoint to zero instances").
+FROM_ZERO_TAKES = (
+    "several minutes: an instance when none is free, then the model's download and load"
+)
 
 
 class Refusal(str):
@@ -136,6 +146,18 @@ def aws_line(error: BaseException) -> str | None:
     if isinstance(error, (botocore.exceptions.BotoCoreError, boto3.exceptions.Boto3Error)):
         return one_line(str(error))
     return None
+
+
+def no_capacity(told: str | bytes) -> bool:
+    """Whether an error answer (botocore's message, or the body of the OpenAI path's answer)
+    is AWS's no-capacity answer: the component has no copy, as it scaled to zero."""
+    return _NO_CAPACITY in (message(told) or "").lower()
+
+
+def from_zero(endpoint: str, component: str | None) -> str:
+    """`component C on endpoint E is scaling from zero`, or the endpoint's."""
+    what = f"component {component} on endpoint {endpoint}" if component else f"endpoint {endpoint}"
+    return f"{what} is scaling from zero (it has no copy to answer)"
 
 
 def no_endpoint(name: str, region: str | None) -> str:

@@ -3,7 +3,9 @@ it waits for `/ping` as SageMaker does (`wait_ready`), reads `/execution-paramet
 with retries: timeouts, connection errors, 408, 429 and 5xx with backoff; another status is the
 model's refusal (`ModelRefused`) at once; a 401 is `KeyRefused`. With a `Pace` (batch work), a
 429 is the container keeping its engine for live traffic: waited out, never counted as a retry,
-and it halves the calls in flight."""
+and it halves the calls in flight. With a `FromZero` (batch work on an inference component),
+AWS's no-capacity answer (`NoCapacity`) is a component scaling from zero: waited out too, said
+once, up to a bound."""
 
 import argparse
 import asyncio
@@ -13,6 +15,7 @@ import random
 import socket
 import ssl
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -34,6 +37,11 @@ READY_WAIT_S = 600.0
 # SageMaker's: a container answers /ping within 2 s.
 PING_TIMEOUT_S = 2.0
 PING_EVERY_S = 0.5
+# How long batch work waits for an inference component to scale from zero before the run stops:
+# AWS says several minutes; this leaves room for an instance and a large model's load.
+SCALE_FROM_ZERO_S = 30 * 60.0
+# The wait (jittered) between tries while it scales from zero.
+FROM_ZERO_WAIT_S = 15.0
 
 
 class NotReady(ClientError):
@@ -66,6 +74,46 @@ class Throttled(Retryable):
     def __init__(self, message: str, retry_after_s: float = THROTTLE_WAIT_S) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class NoCapacity(Retryable):
+    """AWS's no-capacity answer: the inference component has no copy, it scales from zero."""
+
+
+class FromZero:
+    """A run's wait for `what` (`error_answers.from_zero`) to scale from zero: said once on
+    stderr; `InvocationFailed` once `most_s` have passed since the first call that met no
+    capacity with no call answered since."""
+
+    def __init__(self, what: str, most_s: float = SCALE_FROM_ZERO_S) -> None:
+        self.what = what
+        self.most_s = most_s
+        self.said = False
+        self.since: float | None = None
+
+    def met(self) -> None:
+        """A call met no capacity: say the wait the first time; stop past the bound."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        minutes = f"{self.most_s / 60:g} min"
+        if not self.said:
+            self.said = True
+            takes = error_answers.FROM_ZERO_TAKES
+            print(
+                f"batch: {self.what}: waiting up to {minutes} for a copy ({takes}); these tries "
+                "do not count against --max-retries",
+                file=sys.stderr,
+                flush=True,
+            )
+        if now - self.since >= self.most_s:
+            raise InvocationFailed(
+                f"{self.what}, and no copy came within {minutes}: look at its scaling (`deploy "
+                "component --scale-to-zero` makes the alarm that starts a copy)"
+            )
+
+    def answered(self) -> None:
+        self.since = None
 
 
 def add_api_key_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
@@ -130,9 +178,13 @@ def retry_after_s(value: str | None) -> float:
 
 
 async def with_retries(
-    attempt: Callable[[], Awaitable[bytes]], retries: int, pace: Pace | None = None
+    attempt: Callable[[], Awaitable[bytes]],
+    retries: int,
+    pace: Pace | None = None,
+    from_zero: FromZero | None = None,
 ) -> bytes:
-    """`attempt()`'s answer after up to `retries` `Retryable`s (with `pace`: `Throttled`s free)."""
+    """`attempt()`'s answer after up to `retries` `Retryable`s (with `pace`: `Throttled`s free;
+    with `from_zero`: `NoCapacity`s free, up to its bound)."""
     tries = 0
     while True:
         try:
@@ -142,6 +194,10 @@ async def with_retries(
                 pace.throttled()
                 await asyncio.sleep(error.retry_after_s * random.uniform(1.0, 1.5))
                 continue
+            if from_zero is not None and isinstance(error, NoCapacity):
+                from_zero.met()
+                await asyncio.sleep(FROM_ZERO_WAIT_S * random.uniform(1.0, 1.5))
+                continue
             tries += 1
             if tries > retries:
                 raise InvocationFailed(f"{error} (after {retries} retries)") from None
@@ -150,6 +206,8 @@ async def with_retries(
             continue
         if pace is not None:
             pace.answered()
+        if from_zero is not None:
+            from_zero.answered()
         return answer
 
 

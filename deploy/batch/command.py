@@ -56,9 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="the endpoint's AWS region (default: boto3's)")
     profile.add_profile_argument(parser)
     parser.add_argument(
+        "--component",
         "--inference-component",
+        dest="inference_component",
         metavar="NAME",
-        help="with --sagemaker-endpoint: the inference component (model or adapter) to call",
+        help="with --sagemaker-endpoint: the inference component (model or adapter) to call; "
+        "while it scales from zero (AWS answers that it has no capacity), the run says so once "
+        f"and waits up to {invoke.SCALE_FROM_ZERO_S / 60:g} min for a copy, trying again "
+        f"every {invoke.FROM_ZERO_WAIT_S:g} s or so, never counted against --max-retries",
     )
     parser.add_argument(
         "--max-retries",

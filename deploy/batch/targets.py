@@ -49,14 +49,17 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
         return invoke.ModelRefused(status, original)
     if code == "ThrottlingException":
         return invoke.Throttled(f"{code}: {message}")
+    if error_answers.no_capacity(message):
+        return invoke.NoCapacity(f"{code}: {message}")
     if code in RETRY_ERRORS:
         return invoke.Retryable(f"{code}: {message}")
     return invoke.InvocationFailed(f"{code}: {message}")
 
 
 class Endpoint:
-    """A SageMaker endpoint through `sagemaker-runtime`, boto3's retries off: retried as the
-    container's calls are, on a pool of threads as large as `pace` lets calls be in flight."""
+    """A SageMaker endpoint (or one inference component on it) through `sagemaker-runtime`,
+    boto3's retries off: retried as the container's calls are, on a pool of threads as large as
+    `pace` lets calls be in flight; a component scaling from zero is waited for."""
 
     def __init__(
         self,
@@ -81,6 +84,7 @@ class Endpoint:
         except botocore.exceptions.BotoCoreError as error:
             raise invoke.NotReady(f"endpoint {name}: {explain(error)}") from error
         self.component = inference_component
+        self.from_zero = invoke.FromZero(error_answers.from_zero(name, inference_component))
         self.retries = retries
         self.pace = pace
         self.pool = concurrent.futures.ThreadPoolExecutor(pace.most, "invoke-endpoint")
@@ -125,7 +129,7 @@ class Endpoint:
                     raise invoke.Retryable(str(error)) from None
                 raise
 
-        return await invoke.with_retries(attempt, self.retries, self.pace)
+        return await invoke.with_retries(attempt, self.retries, self.pace, self.from_zero)
 
     async def _call(self, operation: Any, **params: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(

@@ -1,6 +1,7 @@
 """`deploy invoke`: one JSON request to an endpoint, and its answer printed (or streamed, or, for
 an async endpoint, where the answer will appear); with `--openai`, to its OpenAI-compatible path
-with a bearer token."""
+with a bearer token; with `--component`, to one inference component of it. A component scaling
+from zero is said in one line."""
 
 import argparse
 import json
@@ -8,10 +9,11 @@ import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base import error_answers, storage
 from vllm_sagemaker.deploy.base.calls import Call, put
 from vllm_sagemaker.deploy.base.error_answers import answered
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, os_line, refuse
@@ -45,6 +47,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="send the body to the endpoint's OpenAI-compatible path (/openai/v1/chat/"
         "completions) with a bearer token, as an OpenAI client does, instead of InvokeEndpoint",
     )
+    token.add_component(
+        parser,
+        "InferenceComponentName on InvokeEndpoint (and its streaming form); with --openai, the "
+        f"{token.COMPONENT_HEADER} header, the runtime API's header of InferenceComponentName "
+        "(assumed to reach the component there too); not with --async (InvokeEndpointAsync "
+        "takes none)",
+    )
 
 
 def openai_problem(openai: bool, use_async: bool) -> str | None:
@@ -53,8 +62,27 @@ def openai_problem(openai: bool, use_async: bool) -> str | None:
     return None
 
 
+def component_problem(component: str | None, use_async: bool) -> str | None:
+    if component and use_async:
+        return (
+            "--component: InvokeEndpointAsync takes no inference component (async endpoints "
+            "have none); leave out --async or --component"
+        )
+    return None
+
+
 OPENAI = Check("openai use_async", openai_problem)
-CHECKS = (checks.REGION, checks.NAME, OPENAI)
+COMPONENT = Check("component use_async", component_problem)
+CHECKS = (checks.REGION, checks.NAME, OPENAI, COMPONENT)
+
+
+def from_zero_line(endpoint: str, component: str | None) -> str:
+    """What a call that met no capacity is told."""
+    return (
+        f"{error_answers.from_zero(endpoint, component)}: when the endpoint has the kit's "
+        "scale-to-zero alarm (`deploy component --scale-to-zero`), this call starts a copy, "
+        f"which takes {error_answers.FROM_ZERO_TAKES}: try again then"
+    )
 
 
 def json_problem(option: str, body: bytes) -> str | None:
@@ -109,17 +137,25 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> None:
     url = token.openai_base(args.name) + "/chat/completions"
     if args.stream:
         body = json.dumps({**json.loads(body), "stream": True}).encode()
+    component = token.component_headers(args.component)
     if args.dry_run:
-        print(json.dumps([{"method": "POST", "url": url, "body": json.loads(body)}], indent=2))
+        planned: dict[str, Any] = {"method": "POST", "url": url, "body": json.loads(body)}
+        if component:
+            planned["headers"] = component
+        print(json.dumps([planned], indent=2))
         return
     headers = {
         "Authorization": f"Bearer {token.bearer(token.MAX_S)}",
         "Content-Type": "application/json",
+        **component,
     }
     timeout = httpx.Timeout(600, connect=10)
     with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
         if reply.status_code != 200:
-            raise ClientError(f"{url} {answered(reply.status_code, reply.read(), reply.headers)}")
+            said = reply.read()
+            if error_answers.no_capacity(said):
+                raise ClientError(from_zero_line(args.name, args.component))
+            raise ClientError(f"{url} {answered(reply.status_code, said, reply.headers)}")
         if args.stream:
             _print_stream(reply.iter_bytes())
         else:
@@ -129,8 +165,10 @@ def invoke_openai(args: argparse.Namespace, body: bytes) -> None:
 def invoke(args: argparse.Namespace, body: bytes) -> None:
     """InvokeEndpoint (or, with `--stream`, its streaming form); print the answer."""
     params = {"EndpointName": args.name, "ContentType": "application/json", "Body": body}
+    if args.component:
+        params["InferenceComponentName"] = args.component
     operation = "InvokeEndpointWithResponseStream" if args.stream else "InvokeEndpoint"
-    answers = execute([Call("sagemaker-runtime", operation, params)], args.dry_run)
+    answers = _answers(Call("sagemaker-runtime", operation, params), args)
     if not answers:
         return
     if args.stream:
@@ -138,6 +176,19 @@ def invoke(args: argparse.Namespace, body: bytes) -> None:
         _print_stream(event.get("PayloadPart", {}).get("Bytes", b"") for event in events)
     else:
         sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
+
+
+def _answers(call: Call, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The call's answers (a dry run: printed, none); AWS's no-capacity answer said in one
+    line."""
+    import botocore.exceptions
+
+    try:
+        return execute([call], args.dry_run)
+    except botocore.exceptions.ClientError as error:
+        if error_answers.no_capacity(str(error.response.get("Error", {}).get("Message", ""))):
+            raise ClientError(from_zero_line(args.name, args.component)) from None
+        raise
 
 
 def main(args: argparse.Namespace) -> int:

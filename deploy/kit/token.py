@@ -33,6 +33,10 @@ ACTION = "CallWithBearerToken"
 PREFIX = "sagemaker-api-key-"
 VERSION = "&Version=1"
 MAX_S = 12 * 3600
+# The runtime API's header of InferenceComponentName (botocore's sagemaker-runtime model), sent
+# on the OpenAI-compatible path too to reach one inference component (assumed: AWS's page on the
+# path names only the endpoint in its URL).
+COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
 _DURATION = re.compile(r"(\d+)([smh]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -40,14 +44,27 @@ SUMMARY = "print what an OpenAI client needs to call an endpoint"
 DESCRIPTION = (
     "Make a bearer token for the endpoint's OpenAI-compatible path from your AWS credentials (as "
     "the SageMaker SDK's generate_token does: a SigV4 signature, made locally), check that the "
-    "endpoint exists, and print OPENAI_BASE_URL and OPENAI_API_KEY as lines a shell can eval. "
-    "Calling with the token needs the IAM actions sagemaker:CallWithBearerToken and "
-    "sagemaker:InvokeEndpoint."
+    "endpoint exists, and print OPENAI_BASE_URL and OPENAI_API_KEY as lines a shell can eval; "
+    "with --component, check that the component is on the endpoint and print the header that "
+    "reaches it, as an OpenAI client's default_headers. Calling with the token needs the IAM "
+    "actions sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint."
 )
+
+
+def add_component(parser: argparse.ArgumentParser, how: str) -> None:
+    """`--component NAME`: one inference component of the endpoint, reached `how`."""
+    parser.add_argument(
+        "--component", metavar="NAME", help=f"the endpoint's inference component to call: {how}"
+    )
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     add_name(parser, "token", "the endpoint")
+    add_component(
+        parser,
+        f"checked to be on the endpoint; the {COMPONENT_HEADER} header (the runtime API's "
+        "header of InferenceComponentName) is printed for the OpenAI client to send",
+    )
     parser.add_argument(
         "--expires",
         default="12h",
@@ -55,7 +72,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "your credentials' own expiry); default 12h",
     )
     parser.add_argument(
-        "--json", action="store_true", help="print {base_url, api_key, expires_at} as JSON"
+        "--json",
+        action="store_true",
+        help="print {base_url, api_key, expires_at, headers} as JSON (headers: the ones to "
+        "send, {} without --component)",
     )
 
 
@@ -120,25 +140,65 @@ def existing_endpoint(reads: Reads, name: str, assumption: str) -> dict[str, Any
     return found
 
 
+def existing_component(reads: Reads, endpoint: str, component: str) -> None:
+    """The inference component `component` must be on `endpoint` (DescribeInferenceComponent);
+    a dry run that cannot read it assumes it is."""
+    assumption = f"the plan assumes component {component} is on endpoint {endpoint}"
+    assumed = len(reads.assumed)
+    found = reads.describe(
+        Call("sagemaker", "DescribeInferenceComponent", {"InferenceComponentName": component}),
+        assumption,
+    )
+    if found is None and len(reads.assumed) == assumed:
+        where = run_region() or "the region"
+        raise ClientError(f"component {component} does not exist on endpoint {endpoint} in {where}")
+    if found is not None and found.get("EndpointName") != endpoint:
+        raise ClientError(
+            f"component {component} is on endpoint {found.get('EndpointName')}, not {endpoint}"
+        )
+
+
+def component_headers(component: str | None) -> dict[str, str]:
+    """The headers that reach `component` (none without one)."""
+    return {COMPONENT_HEADER: component} if component else {}
+
+
+def shell_lines(base: str, key: str | None, headers: dict[str, str]) -> list[str]:
+    """What a shell evals (the key once made), and, as a comment, the headers to send."""
+    lines = [f"export OPENAI_BASE_URL={shlex.quote(base)}"]
+    if key is not None:
+        lines.append(f"export OPENAI_API_KEY={shlex.quote(key)}")
+    if headers:
+        lines.append(
+            f"# send the component's header: OpenAI(default_headers={json.dumps(headers)})"
+        )
+    return lines
+
+
 def main(args: argparse.Namespace) -> int:
-    """Print OPENAI_BASE_URL and OPENAI_API_KEY for endpoint NAME (or, dry, only the URL)."""
+    """Print OPENAI_BASE_URL and OPENAI_API_KEY for endpoint NAME (or, dry, only the URL), and
+    with --component the header that reaches it."""
     reads = Reads(args.dry_run)
     existing_endpoint(reads, args.name, f"the plan assumes endpoint {args.name} exists")
+    if args.component:
+        existing_component(reads, args.name, args.component)
     base = openai_base(args.name)
+    headers = component_headers(args.component)
     if args.dry_run:
         for assumption in reads.assumed:
             say(f"dry run: {assumption}")
         say("dry run: the token is made from your credentials when it runs; nothing is written")
-        print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
+        print("\n".join(shell_lines(base, None, headers)))
         return 0
     expires_s = duration_s(args.expires) or MAX_S
     key = bearer(expires_s)
     until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_s)
     stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
     if args.json:
-        print(json.dumps({"base_url": base, "api_key": key, "expires_at": stamp}))
+        print(
+            json.dumps({"base_url": base, "api_key": key, "expires_at": stamp, "headers": headers})
+        )
     else:
-        print(f"export OPENAI_BASE_URL={shlex.quote(base)}")
-        print(f"export OPENAI_API_KEY={shlex.quote(key)}")
+        print("\n".join(shell_lines(base, key, headers)))
     say(f"the token is good until {stamp}, unless your AWS credentials expire first")
     return 0

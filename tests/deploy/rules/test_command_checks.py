@@ -378,6 +378,12 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
         )
     ),
     (invoke.OPENAI, {"openai": True}, {"openai": True, "use_async": True}, "leave out --async"),
+    (
+        invoke.COMPONENT,
+        {"component": "chat"},
+        {"component": "chat", "use_async": True},
+        "InvokeEndpointAsync takes no inference component",
+    ),
     (token.EXPIRES, {"expires": "90m"}, {"expires": "13h"}, "--expires '13h'"),
 ]
 
