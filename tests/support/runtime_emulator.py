@@ -20,6 +20,30 @@ key (403 for a bad, expired or other-region token). fixtures/bearer_token.json h
 once that way, with their inputs. The body goes to the container as it came, as `POST
 /v1/chat/completions` (the one container error quoted from a real endpoint came from that
 route), and the container's answer comes back as it is: status, body and streams.
+
+`POST /endpoints/{name}/invocations-response-stream` is `InvokeEndpointWithResponseStream`
+(botocore's sagemaker-runtime model: that URI, the answer's content type in
+`X-Amzn-SageMaker-Content-Type`): the container's `/invocations` answer relayed as AWS's event
+stream (`application/vnd.amazon.eventstream`: each message a prelude of its length and its
+headers' length with a CRC32, string headers `:event-type` PayloadPart, `:content-type`,
+`:message-type` event, the payload, a CRC32 of it all). AWS promises nothing of where a part
+ends ("one or more payload parts"), so the bytes are cut into PayloadParts of 1 to 7 bytes by a
+seeded random cut, not on the lines of the server-sent events, and a client that assumes whole
+lines or whole characters in a part fails; with `cut_anywhere` off, each of the container's
+writes is one part (a client that needs that: LiteLLM's `sagemaker_chat`, below). A container's non-200 before the stream
+is a 424 ModelError, as for InvokeEndpoint.
+
+Inference components: `components` maps a component to its endpoint and container. The runtime
+API's header of InferenceComponentName, `X-Amzn-SageMaker-Inference-Component`, routes a call
+(both invoke paths, and the OpenAI path, where the same header is our working assumption) to its
+component's container. On an endpoint with components, a call without it is AWS's 400
+ValidationError "Inference Component Name header is required for endpoints to which you plan to
+deploy inference components. ..." (AWS's words, quoted in LiteLLM's source and in users' logs);
+a component in `no_capacity` (scaled to zero) answers AWS's 400 ValidationError "Inference
+Component has no capacity to process this request. ..." (quoted in AWS's scale-to-zero
+notebook), counted per component in `no_capacity_calls` as CloudWatch counts
+NoCapacityInvocationFailures; a component the endpoint lacks is a 400 ValidationError in our
+words (AWS's unconfirmed).
 """
 
 import base64
@@ -28,7 +52,10 @@ import contextlib
 import datetime
 import http.server
 import json
+import random
+import struct
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl
@@ -41,6 +68,22 @@ from botocore.credentials import ReadOnlyCredentials
 from tests.support.local_http import serving
 
 MAX_BODY_BYTES = 6 * 1000 * 1000
+COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
+NO_CAPACITY = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
+    "in-progress (if configured) or try to increase the capacity by invoking "
+    "UpdateInferenceComponentRuntimeConfig API."
+)
+NO_COMPONENT_NAME = (
+    "Inference Component Name header is required for endpoints to which you plan to deploy "
+    "inference components. Please include Inference Component Name header or consider using "
+    "SageMaker models."
+)
+STREAM = "invocations-response-stream"
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+# The largest PayloadPart the stream is cut into, and the seed of the cut.
+PART_BYTES = 7
+CUT_SEED = 57
 # Serverless Inference's limit of a request body.
 SERVERLESS_MAX_BODY_BYTES = 4 * 1000 * 1000
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
@@ -73,7 +116,38 @@ class Runtime:
     calls: int = 0
     throttled: int = 0
     attributes: list[str | None] = field(default_factory=list)
+    # Inference components: each one's endpoint and container; those with no copy (scaled to
+    # zero), which a test changes; the calls each of them refused for that.
+    components: dict[str, tuple[str, str]] = field(default_factory=dict)
+    no_capacity: set[str] = field(default_factory=set)
+    no_capacity_calls: Counter[str] = field(default_factory=Counter)
+    # Whether the stream is cut anywhere (else each of the container's writes is one PayloadPart,
+    # as a relay that keeps them would send them).
+    cut_anywhere: bool = True
+    # The container each call was forwarded to, in order.
+    forwarded: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def route(self, endpoint: str, component: str | None) -> tuple[str | None, str]:
+        """The container a call goes to, or None and AWS's message of why not."""
+        with self.lock:
+            if component is not None:
+                held = self.components.get(component)
+                if held is None or held[0] != endpoint:
+                    why = f"Inference Component {component} not found on endpoint {endpoint}."
+                    return None, why
+                if component in self.no_capacity:
+                    self.no_capacity_calls[component] += 1
+                    return None, NO_CAPACITY
+                self.forwarded.append(held[1])
+                return held[1], ""
+            if any(held_on == endpoint for held_on, _ in self.components.values()):
+                return None, NO_COMPONENT_NAME
+            container = self.containers.get(endpoint)
+            if container is None:
+                return None, f"Endpoint {endpoint} not found."
+            self.forwarded.append(container)
+            return container, ""
 
     def max_body_bytes(self, endpoint: str) -> int:
         return SERVERLESS_MAX_BODY_BYTES if endpoint in self.serverless else MAX_BODY_BYTES
@@ -156,6 +230,37 @@ def token_problem(
     return None
 
 
+def _header(name: bytes, value: bytes) -> bytes:
+    """An event-stream header of type string (7)."""
+    return bytes([len(name)]) + name + b"\x07" + struct.pack(">H", len(value)) + value
+
+
+def event_message(payload: bytes, event: str = "PayloadPart") -> bytes:
+    """One message of AWS's event stream carrying `payload`."""
+    headers = b"".join(
+        _header(name, value)
+        for name, value in (
+            (b":event-type", event.encode()),
+            (b":content-type", b"application/octet-stream"),
+            (b":message-type", b"event"),
+        )
+    )
+    prelude = struct.pack(">II", 16 + len(headers) + len(payload), len(headers))
+    prelude += struct.pack(">I", binascii.crc32(prelude))
+    message = prelude + headers + payload
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
+def cut(data: bytes, cuts: random.Random) -> list[bytes]:
+    """`data` in parts of 1 to PART_BYTES bytes, where `cuts` says."""
+    parts, at = [], 0
+    while at < len(data):
+        step = cuts.randint(1, PART_BYTES)
+        parts.append(data[at : at + step])
+        at += step
+    return parts
+
+
 def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -189,9 +294,9 @@ def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
             if refused is not None:
                 self.openai_error(*refused, "access_denied")
                 return
-            container = runtime.containers.get(name)
+            container, why = runtime.route(name, self.headers.get(COMPONENT_HEADER))
             if container is None:
-                self.openai_error(400, f"Endpoint {name} not found.", "validation_error")
+                self.openai_error(400, why, "validation_error")
                 return
             headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
             url = container + "/v1/chat/completions"
@@ -212,15 +317,16 @@ def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
             if parts[:1] == ["endpoints"] and parts[2:] == OPENAI_CHAT:
                 self.openai(parts[1], body)
                 return
-            if len(parts) != 3 or parts[0] != "endpoints" or parts[2] != "invocations":
+            operations = ("invocations", STREAM)
+            if len(parts) != 3 or parts[0] != "endpoints" or parts[2] not in operations:
                 self.error(404, "UnknownOperationException", f"no operation at {self.path}")
-                return
-            container = runtime.containers.get(parts[1])
-            if container is None:
-                self.error(400, "ValidationError", f"Endpoint {parts[1]} not found.")
                 return
             if len(body) > runtime.max_body_bytes(parts[1]):
                 self.error(400, "ValidationError", "Request payload is too large.")
+                return
+            container, why = runtime.route(parts[1], self.headers.get(COMPONENT_HEADER))
+            if container is None:
+                self.error(400, "ValidationError", why)
                 return
             if runtime.next_call_throttled():
                 self.error(400, "ThrottlingException", "Rate exceeded")
@@ -228,31 +334,54 @@ def _handler(runtime: Runtime) -> type[http.server.BaseHTTPRequestHandler]:
             attributes = self.headers.get(CUSTOM_ATTRIBUTES)
             with runtime.lock:
                 runtime.attributes.append(attributes)
+            # The streaming form names Accept in a header of its own.
+            accept = self.headers.get("Accept") or self.headers.get("X-Amzn-SageMaker-Accept")
             headers = {
                 name: value
-                for name in ("Content-Type", "Accept", CUSTOM_ATTRIBUTES)
-                if (value := self.headers.get(name)) is not None
-            }
-            reply = httpx.post(
-                container + "/invocations", content=body, headers=headers, timeout=600
-            )
-            if reply.status_code != 200:
-                self.error(
-                    424,
-                    "ModelError",
-                    f"Received client error ({reply.status_code}) from primary with message "
-                    f'"{reply.text[:500]}".',
-                    OriginalStatusCode=reply.status_code,
-                    OriginalMessage=reply.text[:500],
+                for name, value in (
+                    ("Content-Type", self.headers.get("Content-Type")),
+                    ("Accept", accept),
+                    (CUSTOM_ATTRIBUTES, attributes),
                 )
-                return
-            echo = {CUSTOM_ATTRIBUTES: v} if (v := reply.headers.get(CUSTOM_ATTRIBUTES)) else {}
-            self.answer(
-                200,
-                reply.content,
-                content_type=reply.headers.get("content-type", "application/json"),
-                **echo,
-            )
+                if value is not None
+            }
+            url = container + "/invocations"
+            with httpx.stream("POST", url, content=body, headers=headers, timeout=600) as reply:
+                if reply.status_code != 200:
+                    text = reply.read().decode(errors="replace")[:500]
+                    self.error(
+                        424,
+                        "ModelError",
+                        f"Received client error ({reply.status_code}) from primary with message "
+                        f'"{text}".',
+                        OriginalStatusCode=reply.status_code,
+                        OriginalMessage=text,
+                    )
+                    return
+                echo = {CUSTOM_ATTRIBUTES: v} if (v := reply.headers.get(CUSTOM_ATTRIBUTES)) else {}
+                kind = reply.headers.get("content-type", "application/json")
+                if parts[2] == STREAM:
+                    self.event_stream(reply, kind, echo)
+                else:
+                    self.answer(200, reply.read(), content_type=kind, **echo)
+
+        def event_stream(self, reply: httpx.Response, kind: str, echo: dict[str, str]) -> None:
+            """The container's answer as AWS's event stream of PayloadParts, cut anywhere."""
+            self.send_response(200)
+            self.send_header("Content-Type", EVENT_STREAM)
+            self.send_header("X-Amzn-SageMaker-Content-Type", kind)
+            for name, value in echo.items():
+                self.send_header(name, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            cuts = random.Random(CUT_SEED)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for data in reply.iter_raw():
+                    for part in cut(data, cuts) if runtime.cut_anywhere else [data]:
+                        message = event_message(part)
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(message), message))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
 
     return Handler
 
