@@ -30,8 +30,8 @@ headers' length with a CRC32, string headers `:event-type` PayloadPart, `:conten
 ends ("one or more payload parts"), so the bytes are cut into PayloadParts of 1 to 7 bytes by a
 seeded random cut, not on the lines of the server-sent events, and a client that assumes whole
 lines or whole characters in a part fails; with `cut_anywhere` off, each of the container's
-writes is one part (a client that needs that: LiteLLM's `sagemaker_chat`, below). A container's non-200 before the stream
-is a 424 ModelError, as for InvokeEndpoint.
+writes is one part (a client that needs that: LiteLLM's `sagemaker_chat`). A container's
+non-200 before the stream is a 424 ModelError, as for InvokeEndpoint.
 
 Inference components: `components` maps a component to its endpoint and container. The runtime
 API's header of InferenceComponentName, `X-Amzn-SageMaker-Inference-Component`, routes a call
