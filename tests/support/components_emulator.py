@@ -69,7 +69,7 @@ import botocore.exceptions
 import httpx
 
 from tests.support.aws import REGION
-from tests.support.local_http import HOP_BY_HOP, TARGET, serving
+from tests.support.local_http import HOP_BY_HOP, TARGET, forwarded, serving
 from tests.support.service_model import request_problem
 
 ACCOUNT = "123456789012"  # moto's account
@@ -830,11 +830,7 @@ def _handler(emulator: Emulator) -> type[http.server.BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = {
-                name: value
-                for name, value in self.headers.items()
-                if name.lower() not in ("host", "content-length")
-            }
+            headers = forwarded(self.headers)
 
             def forward() -> httpx.Response:
                 return emulator.http.post(emulator.moto + self.path, content=body, headers=headers)

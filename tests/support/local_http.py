@@ -32,6 +32,15 @@ Rewrite = Callable[[str, dict[str, Any], int, bytes], bytes]
 HOP_BY_HOP = ("content-length", "transfer-encoding", "connection")
 
 
+def forwarded(headers: Any) -> dict[str, str]:
+    """A request's headers as an emulator sends them on to moto (its own Host and length)."""
+    return {
+        name: value
+        for name, value in headers.items()
+        if name.lower() not in ("host", "content-length")
+    }
+
+
 def in_front_of_moto(moto: str, rewrite: Rewrite) -> type[http.server.BaseHTTPRequestHandler]:
     """A handler that forwards each AWS JSON call to moto's server at `moto` and answers what
     moto answered, its body as `rewrite` makes it (an emulator adding what moto lacks)."""
@@ -44,11 +53,7 @@ def in_front_of_moto(moto: str, rewrite: Rewrite) -> type[http.server.BaseHTTPRe
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = {
-                name: value
-                for name, value in self.headers.items()
-                if name.lower() not in ("host", "content-length")
-            }
+            headers = forwarded(self.headers)
             reply = httpx.post(moto + self.path, content=body, headers=headers, timeout=60)
             operation = self.headers.get(TARGET, "").rsplit(".", 1)[-1]
             params = json.loads(body or b"{}")
