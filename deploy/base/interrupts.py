@@ -51,6 +51,12 @@ WAITS = {
         "aws sagemaker describe-endpoint --endpoint-name {name}",
         "delete it with vllm-sagemaker deploy delete --name {name}",
     ),
+    "DescribeInferenceComponent": (
+        "inference component",
+        "InferenceComponentName",
+        "aws sagemaker describe-inference-component --inference-component-name {name}",
+        "delete it with vllm-sagemaker deploy delete --name ENDPOINT --component {name}",
+    ),
     "DescribeTransformJob": (
         "transform job",
         "TransformJobName",

@@ -174,18 +174,32 @@ def _make(call: Call, lines: "_LineReader") -> dict[str, Any]:
 _SETTLES = {"DeleteInferenceComponent": "DescribeInferenceComponent"}
 
 
+# How long a deletion SageMaker finishes later is waited for.
+SETTLE_S = 1800.0
+
+
 def _until_gone(describe: Call) -> None:
+    """Poll `describe` until what it reads is gone; ClientError when its deletion failed, or
+    has not ended in SETTLE_S."""
     import botocore.exceptions
 
     read = operation(describe.service, describe.operation)
-    say(f"{described(describe)}: waiting until it is deleted")
+    what = described(describe)
+    say(f"{what}: waiting until it is deleted")
+    deadline = time.monotonic() + SETTLE_S
     while True:
         try:
-            read(**describe.params)
+            answer = read(**describe.params)
         except botocore.exceptions.ClientError as error:
             if missing(error):
                 return
             raise
+        status = next((v for k, v in answer.items() if k.endswith("Status")), "")
+        if status == "Failed":
+            reason = answer.get("FailureReason", "no reason given")
+            raise ClientError(f"{what}: its deletion failed: {reason}")
+        if time.monotonic() > deadline:
+            raise ClientError(f"{what}: still {status or 'there'} after {SETTLE_S:g} s")
         time.sleep(POLL_S)
 
 

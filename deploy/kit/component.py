@@ -178,19 +178,24 @@ CHECKS = (
 )
 
 
-def hosting(reads: Reads, name: str, existing: dict[str, Any]) -> str:
-    """The instance type of the endpoint `name`, which must be one for components."""
+def hosting(reads: Reads, name: str, existing: dict[str, Any]) -> tuple[str, int]:
+    """The instance type of the endpoint `name`, which must be one for components, and the
+    fewest instances its managed instance scaling keeps."""
     config_name = existing["EndpointConfigName"]
     read = Call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
     variants = (reads.describe(read) or {}).get("ProductionVariants", [])
-    with_model = [v["VariantName"] for v in variants if v.get("ModelName")]
-    if with_model or not variants:
+    if not variants:
+        raise ClientError(
+            f"endpoint {name}: its config {config_name} has no variant to put a component on"
+        )
+    if any(v.get("ModelName") for v in variants):
         raise ClientError(
             f"endpoint {name} runs a model on its variant, not inference components (it was "
             "made by `deploy endpoint` or another tool): give another --endpoint, which the run "
             "makes for components"
         )
-    return str(variants[0].get("InstanceType", ""))
+    least = variants[0].get("ManagedInstanceScaling", {}).get("MinInstanceCount", 1)
+    return str(variants[0].get("InstanceType", "")), int(least)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -206,10 +211,19 @@ def main(args: argparse.Namespace) -> int:
     made: list[Call] = []
     execution_role = role(args, reads)
     if existing:
-        instance_type = hosting(reads, args.endpoint, existing)
+        instance_type, least = hosting(reads, args.endpoint, existing)
         refuse(component.gpus_problem(args.gpus, instance_type))
-        if args.instance_type and args.instance_type != instance_type:
-            say(f"endpoint {args.endpoint} exists on {instance_type}; --instance-type is not used")
+        for given, option in (
+            (args.instance_type, "--instance-type"),
+            (args.instances, "--instances"),
+        ):
+            if given:
+                say(f"endpoint {args.endpoint} exists on {instance_type}; {option} is not used")
+        if args.scale_to_zero and least:
+            say(
+                f"endpoint {args.endpoint} keeps at least {least} instance(s) (its managed "
+                "instance scaling): the component's copies go to zero, its instances do not"
+            )
     elif args.instance_type is None:
         where = run_region() or "<region>"
         raise ClientError(

@@ -78,10 +78,11 @@ CHECKS = (checks.REGION, checks.NAME, OPENAI, COMPONENT)
 
 def from_zero_line(endpoint: str, component: str | None) -> str:
     """What a call that met no capacity is told."""
+    alarm = "the component has" if component else "its components have"
     return (
-        f"{error_answers.from_zero(endpoint, component)}: when the endpoint has the kit's "
-        "scale-to-zero alarm (`deploy component --scale-to-zero`), this call starts a copy, "
-        f"which takes {error_answers.FROM_ZERO_TAKES}: try again then"
+        f"{error_answers.from_zero(endpoint, component)}: when {alarm} the kit's scale-to-zero "
+        "alarm (`deploy component --scale-to-zero`), this call starts a copy, which takes "
+        f"{error_answers.FROM_ZERO_TAKES}: try again then"
     )
 
 

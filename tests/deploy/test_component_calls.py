@@ -6,6 +6,7 @@ endpoint and prints the header an OpenAI client sends."""
 
 import json
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -79,9 +80,9 @@ def component(
     components: State,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> tuple[str, str]:
-    """A component `chat` on an endpoint made for it (the stand-in's states move on at each
-    read: no 15 s between them); the endpoint's name and the component's."""
+) -> Iterator[tuple[str, str]]:
+    """A component `chat` on an endpoint made for it, deleted after (the stand-in's states move
+    on at each read: no 15 s between them); the endpoint's name and the component's."""
     monkeypatch.setattr(base_run, "POLL_S", 0.01)
     endpoint, name = f"ic-{uuid.uuid4().hex[:8]}", f"chat-{uuid.uuid4().hex[:8]}"
     made = [
@@ -90,7 +91,8 @@ def component(
     ]
     status, _, err = run(capsys, *made)
     assert status == 0, err
-    return endpoint, name
+    yield endpoint, name
+    assert run(capsys, "deploy", "delete", "--name", endpoint)[0] == 0
 
 
 def test_token_for_a_component_prints_its_header(

@@ -255,3 +255,44 @@ def test_a_component_on_an_endpoint_running_a_model_is_refused_before_any_write(
     assert status == 1 and err.count("\n") == 1
     assert f"endpoint {name} runs a model on its variant, not inference components" in err
     assert writes(calls) == []
+
+
+def test_no_wait_returns_once_the_component_is_made(
+    role: str, components: State, quick_polls: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = component("nw", "quick", "--instance-type", "ml.g5.2xlarge", "--no-wait")
+    status, _, err = run(capsys, *args)
+    assert status == 0, err
+    assert err.splitlines()[-1] == (
+        "deploy: inference component quick goes on in SageMaker (--no-wait); check it with aws "
+        "sagemaker describe-inference-component --inference-component-name quick --region "
+        "us-east-1"
+    )
+    assert "quick" in components.components
+    assert run(capsys, "deploy", "delete", "--name", "nw")[0] == 0
+    assert "quick" not in components.components
+
+
+def test_delete_keeps_the_models_others_run(
+    role: str, components: State, quick_polls: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A component's model is never deleted with an endpoint of its name, nor a model an
+    endpoint runs with a component of its name; an endpoint and its component of one name
+    delete that model once."""
+    with moto_endpoint("kept") as served:
+        status, _, err = run(
+            capsys, *component("kept-host", "kept-chat", "--instance-type", "ml.g5.2xlarge")
+        )
+        assert status == 0, err
+        status, _, err = run(
+            capsys, "deploy", "delete", "--name", "nowhere", "--component", served, "--dry-run"
+        )
+        assert status == 1 and "nothing to delete" in err, err
+        status, out, err = run(capsys, "deploy", "delete", "--name", "kept-chat", "--dry-run")
+        assert status == 1 and "nothing to delete" in err, (out, err)
+        assert "keeps model kept-chat: inference component kept-chat runs on it" in err
+        assert run(capsys, "deploy", "delete", "--name", "kept-host")[0] == 0
+    status, _, err = run(capsys, *component("same", "same", "--instance-type", "ml.g5.2xlarge"))
+    assert status == 0, err
+    deleted = dry_then_real(capsys, "deploy", "delete", "--name", "same")
+    assert deleted.count((SM, "DeleteModel", "same")) == 1

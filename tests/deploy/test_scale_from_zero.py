@@ -82,7 +82,7 @@ def test_deploy_invoke_says_the_component_scales_from_zero(
     assert (status, out) == (1, "")
     assert err == (
         f"deploy: component chat on endpoint {name} is scaling from zero (it has no copy to "
-        "answer): when the endpoint has the kit's scale-to-zero alarm (`deploy component "
+        "answer): when the component has the kit's scale-to-zero alarm (`deploy component "
         "--scale-to-zero`), this call starts a copy, which takes several minutes: an instance "
         "when none is free, then the model's download and load: try again then\n"
     )

@@ -57,10 +57,29 @@ def _read(name: str) -> Call:
     return Call("sagemaker", "DescribeInferenceComponent", {"InferenceComponentName": name})
 
 
+def _users(reads: Reads, endpoints: list[str], skip: str = "") -> dict[tuple[str, str], str]:
+    """Who runs what of `endpoints`, by (kind, name): each endpoint its config and its variants'
+    models; on an endpoint for components, each component (but `skip`) its model."""
+    users: dict[tuple[str, str], str] = {}
+    for endpoint in endpoints:
+        found = _variants(reads, endpoint)
+        for held in _runs_on(found) or []:
+            users.setdefault(held, f"endpoint {endpoint}")
+        for component in _components(reads, endpoint, found):
+            spec = (reads.describe(_read(component)) or {}).get("Specification", {})
+            if component != skip and spec.get("ModelName"):
+                users.setdefault(("model", spec["ModelName"]), f"inference component {component}")
+    return users
+
+
+def _endpoints(reads: Reads) -> list[str]:
+    return reads.names("ListEndpoints", "Endpoints", "EndpointName")
+
+
 def component_plan(reads: Reads, endpoint: str, name: str) -> list[Call]:
     """The component `name` of `endpoint`: first the component (while it stands, its deletion
     refused, it keeps its scaling), then its scaling and wake alarm, then its models that no
-    other component runs."""
+    other component or endpoint runs."""
     found = reads.describe(_read(name))
     if found and found.get("EndpointName") != endpoint:
         raise ClientError(
@@ -68,18 +87,14 @@ def component_plan(reads: Reads, endpoint: str, name: str) -> list[Call]:
             f"{endpoint}: give --name {found.get('EndpointName')}"
         )
     target = components.target(name)
-    others = [
-        (reads.describe(_read(other)) or {}).get("Specification", {}).get("ModelName")
-        for other in _components(reads, endpoint, _variants(reads, endpoint))
-        if other != name
-    ]
     models = [
         model
         for model in dict.fromkeys(
             reads.names("ListModels", "Models", "ModelName", NameContains=name)
         )
-        if is_version_of(name, model) and model not in others
+        if is_version_of(name, model)
     ]
+    users = _users(reads, _endpoints(reads), name) if models else {}
     return [
         *(
             [Call("sagemaker", "DeleteInferenceComponent", {"InferenceComponentName": name})]
@@ -88,7 +103,11 @@ def component_plan(reads: Reads, endpoint: str, name: str) -> list[Call]:
         ),
         *scaling_deletions(target.holds, *standing(reads, target.holds)),
         *alarm_deletion(standing_alarms(reads, [target])),
-        *(Call("sagemaker", "DeleteModel", {"ModelName": m}) for m in models),
+        *(
+            Call("sagemaker", "DeleteModel", {"ModelName": m})
+            for m in models
+            if ("model", m) not in users
+        ),
     ]
 
 
@@ -101,32 +120,33 @@ def delete_plan(reads: Reads, name: str) -> tuple[list[Call], list[str]]:
         for kind, taken in used or []
         if not is_version_of(name, taken)
     ]
+    # Its components first, with their models, then the endpoint: while it stands (its deletion
+    # refused), it keeps its scaling.
+    parts = [
+        call
+        for each in _components(reads, name, found)
+        for call in component_plan(reads, name, each)
+    ]
+    gone = {call.params.get("ModelName") for call in parts}
     configs, models = (
         [
-            found
-            for found in dict.fromkeys(reads.names(operation, items, key, NameContains=name))
-            if is_version_of(name, found)
+            held
+            for held in dict.fromkeys(reads.names(operation, items, key, NameContains=name))
+            if is_version_of(name, held) and held not in gone
         ]
         for operation, items, key in (
             ("ListEndpointConfigs", "EndpointConfigs", "EndpointConfigName"),
             ("ListModels", "Models", "ModelName"),
         )
     )
-    others = [e for e in reads.names("ListEndpoints", "Endpoints", "EndpointName") if e != name]
-    for other in others if configs or models else []:
-        for kind, taken in _runs_on(_variants(reads, other)) or []:
-            names = configs if kind == "endpoint config" else models
-            if taken in names:
-                names.remove(taken)
-                kept.append(f"keeps {kind} {taken}: endpoint {other} runs on it")
-    # Its components first, then the endpoint: while it stands (its deletion refused), it keeps
-    # its scaling.
+    others = [e for e in _endpoints(reads) if e != name] if configs or models else []
+    for (kind, taken), who in _users(reads, others).items():
+        names = configs if kind == "endpoint config" else models
+        if taken in names:
+            names.remove(taken)
+            kept.append(f"keeps {kind} {taken}: {who} runs on it")
     return [
-        *(
-            call
-            for each in _components(reads, name, found)
-            for call in component_plan(reads, name, each)
-        ),
+        *parts,
         *([Call("sagemaker", "DeleteEndpoint", {"EndpointName": name})] if used else []),
         *scaling_deletions(owned_by(name), *standing(reads, owned_by(name))),
         *alarm_deletion(standing_alarms(reads, [variant(name)])),

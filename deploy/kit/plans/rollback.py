@@ -104,4 +104,5 @@ def undo(call: Call) -> Undo | None:
 
 def undo_beside(replaced: Sequence[Call]) -> Callable[[Call], Undo | None]:
     """`undo` for a run whose calls `replaced` replace what stood before: those stay, named."""
-    return lambda call: Undo(touched(call)) if call in replaced else undo(call)
+    kept = {touched(call) for call in replaced}  # an alarm's action is armed when it is made
+    return lambda call: Undo(touched(call)) if touched(call) in kept else undo(call)

@@ -68,15 +68,15 @@ def test_batch_reads_the_no_capacity_answer_as_a_wait(
             "shared",
             "chat",
             "component chat on endpoint shared is scaling from zero (it has no copy to answer): "
-            "when the endpoint has the kit's scale-to-zero alarm (`deploy component "
+            "when the component has the kit's scale-to-zero alarm (`deploy component "
             f"--scale-to-zero`), this call starts a copy, which takes {TAKES}: try again then",
         ),
         (
             "llm",
             None,
-            "endpoint llm is scaling from zero (it has no copy to answer): when the endpoint has "
-            "the kit's scale-to-zero alarm (`deploy component --scale-to-zero`), this call starts "
-            f"a copy, which takes {TAKES}: try again then",
+            "endpoint llm is scaling from zero (it has no copy to answer): when its components "
+            "have the kit's scale-to-zero alarm (`deploy component --scale-to-zero`), this call "
+            f"starts a copy, which takes {TAKES}: try again then",
         ),
     ],
 )
