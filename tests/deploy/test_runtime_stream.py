@@ -5,6 +5,8 @@ stream anywhere and routes by InferenceComponentName; AWS's answers to a call wi
 component on an endpoint that has components, and to a component scaled to zero."""
 
 import json
+import os
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,9 +14,18 @@ import boto3
 import botocore.exceptions
 import litellm
 import pytest
+from botocore.eventstream import EventStreamBuffer
 
 from tests.deploy.recording import run
-from tests.support.runtime_emulator import NO_CAPACITY, NO_COMPONENT_NAME, Runtime, runtime_emulator
+from tests.support.runtime_emulator import (
+    CUT_SEED,
+    NO_CAPACITY,
+    NO_COMPONENT_NAME,
+    Runtime,
+    cut,
+    event_message,
+    runtime_emulator,
+)
 from tests.support.servers import Server
 from vllm_sagemaker.deploy.kit.invoke import stream_text
 
@@ -41,7 +52,6 @@ def runtime(
     )
     with runtime_emulator(held) as url:
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", url)
-        held.secrets["url"] = url
         yield held
 
 
@@ -62,6 +72,37 @@ def _answer(component: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def _text(answer: dict[str, Any]) -> str:
     return str(answer["choices"][0]["message"]["content"])
+
+
+def test_the_event_stream_cuts_inside_characters_and_botocore_reads_it() -> None:
+    """The stand-in's framing, read by botocore's own decoder fed a few bytes at a time: every
+    message a PayloadPart event, the parts joined are the bytes sent, and some part ends inside
+    a UTF-8 character."""
+    sse = 'data: {"choices":[{"delta":{"content":"naïve café, 日本語 ✓"}}]}\n\n' * 4
+    data = (sse + "data: [DONE]\n\n").encode()
+    wire = b"".join(event_message(part) for part in cut(data, random.Random(CUT_SEED)))
+    buffer = EventStreamBuffer()
+    messages = []
+    for at in range(0, len(wire), 5):
+        buffer.add_data(wire[at : at + 5])
+        messages.extend(buffer)
+    event = {
+        ":event-type": "PayloadPart",
+        ":content-type": "application/octet-stream",
+        ":message-type": "event",
+    }
+    assert all(message.headers == event for message in messages)
+    parts = [m.payload for m in messages]
+    assert b"".join(parts) == data and len(parts) > 1
+
+    def whole_characters(part: bytes) -> bool:
+        try:
+            part.decode()
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    assert not all(whole_characters(part) for part in parts)
 
 
 def test_boto3_streams_a_component_cut_anywhere(runtime: Runtime, chat_server: Server) -> None:
@@ -114,7 +155,8 @@ def test_litellm_sagemaker_chat_streams_a_component(runtime: Runtime) -> None:
     together). So this stream keeps the container's writes."""
     runtime.cut_anywhere = False
     whole = _text(_answer("chat", REQUEST))
-    base = f"{runtime.secrets['url']}/endpoints/{ENDPOINT}/invocations-response-stream"
+    url = os.environ["AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"]
+    base = f"{url}/endpoints/{ENDPOINT}/invocations-response-stream"
     chunks = litellm.completion(
         model=f"sagemaker_chat/{ENDPOINT}",
         stream=True,
