@@ -14,10 +14,11 @@ from vllm_sagemaker.handler.core.kinds import KINDS
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
-# Variables of ours by name: SageMaker's, the AWS images', MHCS's, and the vLLM and Python ones
-# we set.
+# Variables of ours by name: SageMaker's, the AWS images', MHCS's, and the vLLM, OpenMP and
+# Python ones we set.
 OURS = re.compile(
-    r"^(?:(?:SAGEMAKER|SM|STANDARD|CUSTOM|PROCESS|VLLM|HF|TORCHDYNAMO)_[A-Z0-9_]*[A-Z0-9]|PYTHON[A-Z]+|LD_PRELOAD)$"
+    r"^(?:(?:SAGEMAKER|SM|STANDARD|CUSTOM|PROCESS|VLLM|HF|TORCHDYNAMO|OMP)_[A-Z0-9_]*[A-Z0-9]"
+    r"|PYTHON[A-Z]+|LD_PRELOAD)$"
 )
 ENV_NAMES = {"env", "environ"}
 # vLLM's own options pass through as SM_VLLM_<NAME>: one rule row, not a row each.
