@@ -55,7 +55,10 @@ class SageMakerMiddleware:
         self.direct = openai_path.DirectRoutes(app, pipeline, self.config.max_payload_bytes)
         batches = self.config.batch_api
         self.window = BatchWindow(
-            admission.Settings(full=batches.max_inflight, slo_s=batches.live_slo_s), batches.yields
+            admission.Settings(
+                full=batches.max_inflight, slo_ratio=batches.live_ratio, slo_s=batches.live_slo_s
+            ),
+            batches.yields,
         )
         self.invocations = Invocations(self.config, pipeline, self.window)
         self.adapters = adapters.AdapterRoutes(app, self.config.max_payload_bytes)

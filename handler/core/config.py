@@ -16,6 +16,7 @@ from vllm_sagemaker.handler.core.env import (
     ConfigError,
     flag,
     flag_values,
+    positive,
     seconds,
     whole_number,
 )
@@ -54,6 +55,9 @@ SERVERLESS_MINI_BATCH_TIMEOUT_S = 54.0
 DEFAULT_SESSION_EXPIRATION_S = 1200
 DEFAULT_CONCURRENT_BATCHES = 2
 DEFAULT_BATCH_INFLIGHT = 512
+# Unless SAGEMAKER_LIVE_LATENCY_SLO is set, batch work may push live requests' p95 to this many
+# times their p95 while no batch runs (SAGEMAKER_LIVE_LATENCY_RATIO).
+DEFAULT_LIVE_RATIO = 2.0
 COMPLETION_WINDOW_S = 24 * 3600
 # OpenAI's 30 days: how long batch input and output files are kept unless told otherwise, and
 # the longest `expires_after` a file or a batch's output may ask for (the shortest is an hour).
@@ -92,7 +96,8 @@ class BatchApiSettings:
     SAGEMAKER_BATCH_PRIORITY (set by `serve` under priority scheduling),
     SAGEMAKER_BATCH_YIELD (`false`: keep the whole window under live traffic),
     SAGEMAKER_LIVE_LATENCY_SLO (milliseconds to a live request's first byte that batch work must
-    not push it past; unset: twice what live requests take while no batch runs) and
+    not push the p95 past; unset: SAGEMAKER_LIVE_LATENCY_RATIO, 2, times the p95 live requests
+    take while no batch runs) and
     SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS (OpenAI's 24 h); with an `s3://` store, shared by
     replicas, SAGEMAKER_BATCH_CHUNK_LINES lines per chunk (unset: sized from the batch and the
     replicas present, `handler.batches.store.chunking.lines_per_chunk`)."""
@@ -106,6 +111,7 @@ class BatchApiSettings:
     priority: int | None = None
     yields: bool = True
     live_slo_s: float | None = None
+    live_ratio: float = DEFAULT_LIVE_RATIO
     window_s: int = COMPLETION_WINDOW_S
     chunk_lines: int | None = None
 
@@ -130,6 +136,8 @@ class BatchApiSettings:
             live_slo_s=(slo / 1000)
             if (slo := positive_int(env, "SAGEMAKER_LIVE_LATENCY_SLO"))
             else None,
+            live_ratio=positive(env, "SAGEMAKER_LIVE_LATENCY_RATIO", "a ratio", 1.0)
+            or DEFAULT_LIVE_RATIO,
             window_s=positive_int(env, "SAGEMAKER_BATCH_COMPLETION_WINDOW_SECONDS")
             or COMPLETION_WINDOW_S,
             chunk_lines=positive_int(env, "SAGEMAKER_BATCH_CHUNK_LINES"),
@@ -237,9 +245,7 @@ def payload_limit_mb(
     return positive_int(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB") or default
 
 
-def mini_batch_timeout_s(
-    env: Mapping[str, str], async_inference: bool, serverless: bool
-) -> float:
+def mini_batch_timeout_s(env: Mapping[str, str], async_inference: bool, serverless: bool) -> float:
     """SAGEMAKER_MINI_BATCH_TIMEOUT_SECONDS (seconds, > 0), else the mode's default: 540 s
     (within SageMaker's 600 s), 3540 s on an async endpoint (within its hour), 54 s on
     Serverless Inference (within its 60 s)."""

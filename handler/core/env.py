@@ -36,18 +36,24 @@ def flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     )
 
 
-def seconds(env: Mapping[str, str], name: str) -> float | None:
-    """A duration in seconds, a finite number > 0 (fractions allowed); None when unset."""
+def positive(env: Mapping[str, str], name: str, what: str, least: float = 0.0) -> float | None:
+    """`what` (seconds, a ratio), a finite number above `least` (fractions allowed); None when
+    unset."""
     raw = env.get(name, "").strip()
     if not raw:
         return None
     try:
         value = float(raw)
     except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"{name} must be seconds > 0, got {raw!r}")
+        value = least
+    if not least < value < float("inf"):
+        raise ConfigError(f"{name} must be {what} > {least:g}, got {raw!r}")
     return value
+
+
+def seconds(env: Mapping[str, str], name: str) -> float | None:
+    """A duration in seconds, a finite number > 0 (fractions allowed); None when unset."""
+    return positive(env, name, "seconds")
 
 
 def whole_number(env: Mapping[str, str], name: str, most: int | None = None) -> int | None:

@@ -1,29 +1,39 @@
 """How many batch lines may run beside live traffic: the admission rules, as pure functions.
 
-The batch window is driven by what live requests measure, not by a fixed fraction:
+The window is driven by what live requests measure against a target, up to the whole window:
 
-- live latency is compared with a baseline learned while no batch work ran (an exponentially
-  weighted mean of the same measure), or with `slo_s` when a target is set. The recent latency
-  is a mean over time, not over requests (`RECENT_S`): at half a request per second, one slow
-  request weighed on the next five and kept the window shut for ten seconds;
-- a live request arriving caps the window at `under_live` (a sixteenth) before it can suffer;
-- the window halves at once when live requests run slower than `slo_ratio` times the baseline
-  (at most once per `shrink_every_s`, so one slow spell does not empty it);
-- it grows back by `grow_by` lines every `grow_every_s` while live requests meet the target, or
-  once no live request has been seen for `stale_s` (no request is suffering), up to
-  `under_live` (with no target known yet and live traffic fresh, it holds);
-- after `quiet_s` without any live request the batch gets the whole window;
-- running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
+- The target is `slo_s` when set, else `slo_ratio` times the tail of live latency while no batch
+  ran (`baseline_s`: the 95th percentile of the last IDLE_SAMPLES such requests). Both sides of
+  the default are tails: batch work may at most double a live request's p95.
+- Each live request that ran beside batch work is a sample of the window it met (`observe`):
+  - slower than the target: the window halves from what ran (at most once per
+    `shrink_every_s`, so one slow spell does not empty it);
+  - within it, with the window in use: the window grows, by an eighth when the request took at
+    most half the target (room to spare: a GPU, whose step costs little more with more
+    sequences, reaches the whole window within seconds), by a sixty-fourth nearer the target.
+    Halving on a miss and growing by a sixty-fourth on a hit settle where about one request in
+    45 misses (ln(65/64) / ln(2 * 65/64)): the p95 stays within the target, with margin.
+  - A window that is not in use (fewer lines run than USED of it) does not grow: a request
+    that met the target beside 10 lines says nothing of 500.
+- The window live latency last set (`earned`) outlives a quiet spell.
+- Two fast first reactions stay for what no live request has measured yet, and the measured
+  window lifts both:
+  - a live request arriving after a quiet spell caps the window at `under_live` (a sixteenth),
+    or at `earned` when live latency allowed more, before the request can suffer: the lines
+    the whole window admitted are running when it arrives;
+  - the API server's cap (`loop_lag`, below) never holds the batch under `earned`.
+- After `quiet_s` without any live request the batch gets the whole window.
+- Running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
   (`to_preempt`), a few at a time: short lines finish on their own, long ones give way.
 
-Beside the window, a cap that follows the API server itself (`loop_lag`): batch lines and live
-requests share its one event loop, first in, first out, so batch output the loop cannot keep up
-with queues ahead of every live request before it even reaches the engine (113-218 ms in
-benchmarks/timeline.py with the whole window on 2 cores). While the loop wakes later than
-`lag_target_s` the cap halves (at most every `shrink_every_s`); while it keeps up, the cap grows
-by an eighth every `grow_every_s`, up to the whole window. It holds with or without live
-traffic, so the backlog is not there when a live request arrives; lines above the cap finish on
-their own (only the window preempts). `limit` is the smaller of the two.
+The API server's cap (`loop_lag`): batch lines and live requests share its one event loop, first
+in, first out, so batch output the loop cannot keep up with queues ahead of every live request
+before it even reaches the engine (113-218 ms in benchmarks/timeline.py with the whole window on
+2 cores). While the loop wakes later than `lag_target_s` the cap halves (at most every
+`shrink_every_s`); while it keeps up, the cap grows by an eighth every `grow_every_s`, up to the
+whole window. It holds with or without live traffic, so the backlog is not there when a live
+request arrives after a batch-only spell; lines above the cap finish on their own (only the
+window preempts). `limit` is the smaller of the two.
 
 `State.reason` says why the window last changed, for the log line and the metrics.
 """
@@ -31,11 +41,24 @@ their own (only the window preempts). `limit` is the smaller of the two.
 import math
 from dataclasses import dataclass, replace
 
-# Weight of a new latency sample in the baseline (learned while no batch runs).
-SMOOTHING = 0.2
-# Time constant of the recent live latency: a sample weighs 1 - exp(-gap / RECENT_S), where gap
-# is the time since the previous one (0.12 at 8 requests/s, 0.86 at 0.5 requests/s).
+from vllm_sagemaker.handler.core.config import DEFAULT_LIVE_RATIO
+
+# Live requests measured while no batch ran that the baseline keeps (the newest).
+IDLE_SAMPLES = 64
+# Live requests measured beside batch work whose tail says how much room is left (the newest).
+BESIDE_SAMPLES = 20
+# The baseline's percentile: nearest rank over IDLE_SAMPLES (the third slowest of 64).
+BASELINE_QUANTILE = 0.95
+# Time constant of the recent live latency on /metrics: a sample weighs
+# 1 - exp(-gap / RECENT_S), where gap is the time since the previous one.
 RECENT_S = 1.0
+# Growth of the window on a live request that met the target: ROOM_GROWTH of it when the
+# request took at most ROOM of the target, else NEAR_GROWTH.
+ROOM = 0.5
+ROOM_GROWTH = 8
+NEAR_GROWTH = 64
+# The window is in use when at least this share of what it allows runs.
+USED = 0.75
 # At most this many running lines are preempted per look (every 0.1 s), and only once the window
 # has been exceeded this long: preempting every line beyond a shrunken window at once (32-token
 # lines that would have finished within a second) cost the batch 2/3 of its throughput and
@@ -47,29 +70,32 @@ PREEMPT_AFTER_S = 2.0
 @dataclass(frozen=True)
 class Settings:
     full: int
-    slo_ratio: float = 2.0
+    slo_ratio: float = DEFAULT_LIVE_RATIO
     slo_s: float | None = None
     quiet_s: float = 10.0
     grow_every_s: float = 0.5
     shrink_every_s: float = 0.5
-    stale_s: float = 1.0
     floor: int = 1
     lag_target_s: float = 0.01
 
     @property
     def under_live(self) -> int:
-        """The window while live requests arrive, before their latency says more."""
+        """The window a live arrival first steps back to, until live latency says more."""
         return max(self.floor, self.full // 16)
-
-    @property
-    def grow_by(self) -> int:
-        return max(1, self.under_live // 8)
 
 
 @dataclass(frozen=True)
 class State:
     window: int
-    baseline_s: float | None = None
+    # The window live latency last set (`floor` until a live request has measured one).
+    earned: int = 1
+    # Live latencies while no batch ran, the newest IDLE_SAMPLES.
+    idle: tuple[float, ...] = ()
+    # Live latencies beside batch work, the newest BESIDE_SAMPLES.
+    beside: tuple[float, ...] = ()
+    # Growth earned short of a whole line (a window of 10 grows by one line every 6.4 hits).
+    credit: float = 0.0
+    # Live latency, a moving average over time (for /metrics).
     recent_s: float | None = None
     sampled_at: float = float("-inf")
     changed_at: float = float("-inf")
@@ -78,73 +104,85 @@ class State:
     cap: int | None = None
     cap_changed_at: float = float("-inf")
 
+    @property
+    def baseline_s(self) -> float | None:
+        """The tail of live latency while no batch ran (None until one such request)."""
+        return quantile(self.idle, BASELINE_QUANTILE) if self.idle else None
+
     def target_s(self, settings: Settings) -> float | None:
         """The live latency the controller holds the batch to, once it knows one."""
         if settings.slo_s is not None:
             return settings.slo_s
-        return None if self.baseline_s is None else settings.slo_ratio * self.baseline_s
+        baseline = self.baseline_s
+        return None if baseline is None else settings.slo_ratio * baseline
+
+
+def quantile(samples: tuple[float, ...], q: float) -> float:
+    """The nearest-rank `q` quantile of `samples` (not empty)."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def initial(settings: Settings) -> State:
-    return State(window=settings.full)
+    return State(window=settings.full, earned=settings.floor)
 
 
-def _mean(previous: float | None, sample: float, weight: float = SMOOTHING) -> float:
-    return sample if previous is None else (1 - weight) * previous + weight * sample
+def live_arrived(state: State, settings: Settings, now: float) -> State:
+    """A live request started: the batch steps back to what live latency allowed (at least
+    `under_live`) before it hurts."""
+    window = min(state.window, max(settings.under_live, state.earned))
+    if window == state.window:
+        return state
+    return replace(state, window=window, changed_at=now, reason="live arrived")
 
 
 def _recent(state: State, sample: float, now: float) -> float:
     """The recent live latency with `sample` taken in, weighted by the time since the last."""
-    return _mean(state.recent_s, sample, 1 - math.exp(-(now - state.sampled_at) / RECENT_S))
+    if state.recent_s is None:
+        return sample
+    weight = 1 - math.exp(-(now - state.sampled_at) / RECENT_S)
+    return (1 - weight) * state.recent_s + weight * sample
 
 
-def live_arrived(state: State, settings: Settings, now: float) -> State:
-    """A live request started: the batch steps back to `under_live` before it hurts."""
-    if state.window <= settings.under_live:
-        return state
-    return replace(state, window=settings.under_live, changed_at=now, reason="live arrived")
-
-
-def observe(
-    state: State, settings: Settings, latency_s: float, batch_running: bool, now: float
-) -> State:
-    """A live request's latency: learn the baseline while no batch ran, shrink when slow."""
-    baseline = state.baseline_s if batch_running else _mean(state.baseline_s, latency_s)
-    recent = _recent(state, latency_s, now)
-    state = replace(state, baseline_s=baseline, recent_s=recent, sampled_at=now)
+def observe(state: State, settings: Settings, latency_s: float, running: int, now: float) -> State:
+    """A live request's latency, with `running` batch lines in flight when it arrived: the
+    baseline while none ran; else the window halves when it missed the target and grows when
+    it met it with the window in use."""
+    state = replace(state, recent_s=_recent(state, latency_s, now), sampled_at=now)
+    if not running:
+        return replace(state, idle=(*state.idle, latency_s)[-IDLE_SAMPLES:])
+    state = replace(state, beside=(*state.beside, latency_s)[-BESIDE_SAMPLES:])
     target = state.target_s(settings)
-    slow = target is not None and state.recent_s is not None and state.recent_s > target
-    if not slow or state.window <= settings.floor:
+    if target is None:
         return state
-    if state.reason == "shrink" and now - state.changed_at < settings.shrink_every_s:
+    if latency_s > target:
+        if state.reason == "shrink" and now - state.changed_at < settings.shrink_every_s:
+            return state
+        window = max(settings.floor, min(state.window, running) // 2)
+        return replace(
+            state, window=window, earned=window, credit=0.0, changed_at=now, reason="shrink"
+        )
+    if running < USED * limit(state, settings) or state.window >= settings.full:
         return state
-    window = max(settings.floor, state.window // 2)
-    return replace(state, window=window, changed_at=now, reason="shrink")
+    roomy = quantile(state.beside, BASELINE_QUANTILE) <= ROOM * target
+    credit = state.credit + state.window / (ROOM_GROWTH if roomy else NEAR_GROWTH)
+    if credit < 1:
+        return replace(state, credit=credit)
+    window = min(settings.full, state.window + int(credit))
+    return replace(
+        state, window=window, earned=window, credit=credit % 1, changed_at=now, reason="grow"
+    )
 
 
 def tick(
     state: State, settings: Settings, live_in_flight: int, last_live_s: float, now: float
 ) -> State:
-    """Time passed: a quiet spell gives the whole window; meeting the target (or no live request
-    for `stale_s`) grows it, up to `under_live` (a live arrival would cap anything above that
-    again, and preempt what grew)."""
-    idle_s = 0.0 if live_in_flight else now - last_live_s
-    if idle_s >= settings.quiet_s:
-        if state.reason == "quiet" and state.window == settings.full:
-            return state
-        return replace(state, window=settings.full, changed_at=now, reason="quiet")
-    target = state.target_s(settings)
-    meeting = idle_s >= settings.stale_s or (
-        target is not None and state.recent_s is not None and state.recent_s <= target
-    )
-    if (
-        not meeting
-        or state.window >= settings.under_live
-        or now - state.changed_at < settings.grow_every_s
-    ):
+    """Time passed: a quiet spell (no live request for `quiet_s`) gives the whole window."""
+    if live_in_flight or now - last_live_s < settings.quiet_s:
         return state
-    window = min(settings.under_live, state.window + settings.grow_by)
-    return replace(state, window=window, changed_at=now, reason="grow")
+    if state.reason == "quiet" and state.window == settings.full:
+        return state
+    return replace(state, window=settings.full, changed_at=now, reason="quiet")
 
 
 def to_preempt(running: int, window: int, exceeded_for_s: float) -> int:
@@ -169,5 +207,7 @@ def loop_lag(state: State, settings: Settings, lag_s: float, running: int, now: 
 
 
 def limit(state: State, settings: Settings) -> int:
-    """Batch lines allowed in flight: the window, within the API server's cap."""
-    return min(state.window, settings.full if state.cap is None else state.cap)
+    """Batch lines allowed in flight: the window, within the API server's cap unless live
+    latency measured more."""
+    cap = settings.full if state.cap is None else state.cap
+    return min(state.window, max(cap, state.earned))

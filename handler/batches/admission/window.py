@@ -49,7 +49,7 @@ class BatchWindow:
         """Around one real-time request; call what it yields when its answer starts."""
         started = time.monotonic()
         answered = False
-        batch_running = self.running > 0
+        running = self.running
         self.live_in_flight += 1
         if self.yields:
             self._update(rules.live_arrived(self.state, self.settings, started))
@@ -60,7 +60,7 @@ class BatchWindow:
                 answered = True
                 now = time.monotonic()
                 latency = now - started
-                self._update(rules.observe(self.state, self.settings, latency, batch_running, now))
+                self._update(rules.observe(self.state, self.settings, latency, running, now))
 
         try:
             yield answer_started

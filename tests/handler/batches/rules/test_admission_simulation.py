@@ -1,0 +1,154 @@
+"""The admission rules (handler.batches.admission.rules) driving a model of an engine under Poisson
+live arrivals, in simulated time: no clock, no engine, the same answer on any machine.
+
+Two engine models, each a decode step whose cost grows with the batch lines beside it:
+
+- GPU-like: a step costs 20 ms with 16 sequences and 20.5 ms with 256 (the GPU's step is bound
+  by reading the weights, not by the sequences), and the API server has a core of its own;
+- CPU-like: every sequence adds 0.4 ms to a step (256 sequences: 110 ms), and batch lines in
+  flight slow the API server's event loop that live requests share (0.05 ms per line).
+
+A live request waits for the step in flight (a uniform share of it), then runs its own prefill
+in a step of its own (the live-first scheduler), then its first token reaches the client
+through the API server's loop; each is jittered. Batch lines always fill what the rules allow
+(`limit`), and the engine runs at most 240 of them (fifteen sixteenths of 256 slots).
+"""
+
+import heapq
+import math
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from vllm_sagemaker.handler.batches.admission import rules
+from vllm_sagemaker.handler.batches.admission.rules import Settings
+
+ENGINE_SEQS = 240
+IDLE_S = 60.0
+BATCH_S = 600.0
+LAG_EVERY_S = 0.05
+
+
+@dataclass(frozen=True)
+class Engine:
+    step_s: float
+    per_seq_s: float
+    loop_per_line_s: float
+
+    def latency_s(self, lines: int, rng: random.Random) -> float:
+        """One live request's time to its first byte beside `lines` batch lines in flight."""
+        step = self.step_s + self.per_seq_s * min(lines, ENGINE_SEQS)
+        waited = rng.uniform(0, step)
+        own = self.step_s * rng.lognormvariate(0, 0.2)
+        loop = self.loop_per_line_s * lines * rng.uniform(0.5, 1.5)
+        return 0.004 + waited + own + loop
+
+    def lag_s(self, lines: int) -> float:
+        """How late the API server's loop wakes with `lines` in flight."""
+        return self.loop_per_line_s * lines
+
+
+GPU = Engine(step_s=0.020, per_seq_s=0.000002, loop_per_line_s=0.0)
+CPU = Engine(step_s=0.003, per_seq_s=0.0004, loop_per_line_s=0.00005)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    target_s: float
+    p95_s: float
+    # Mean of what the rules allowed over the second half of the batch's run.
+    window: float
+    # The largest window at which no more than one live request in 20 would miss the target.
+    room: int
+
+
+def p95(samples: list[float]) -> float:
+    return rules.quantile(tuple(samples), 0.95)
+
+
+def room(engine: Engine, target_s: float, full: int, seed: int) -> int:
+    """The largest window whose live requests meet `target_s` at the 95th percentile."""
+    rng = random.Random(seed)
+    best = 0
+    for lines in range(0, full + 1, 8):
+        if p95([engine.latency_s(lines, rng) for _ in range(400)]) <= target_s:
+            best = lines
+    return best
+
+
+def simulate(engine: Engine, rate: float, settings: Settings, seed: int) -> Outcome:
+    """Live requests alone for IDLE_S (the baseline), then beside a batch for BATCH_S."""
+    rng = random.Random(seed)
+    state = rules.initial(settings)
+    # (time, tie-break, kind, batch lines beside the request, its latency)
+    events: list[tuple[float, int, str, int, float]] = []
+
+    def at(time: float, kind: str, lines: int = 0, latency: float = 0.0) -> None:
+        heapq.heappush(events, (time, len(events) + rng.random(), kind, lines, latency))
+
+    at(rng.expovariate(rate), "arrive")
+    at(IDLE_S, "lag")
+    in_flight, last_live = 0, -math.inf
+    measured: list[float] = []
+    windows: list[int] = []
+    while events:
+        now, _, kind, lines, latency = heapq.heappop(events)
+        if now > IDLE_S + BATCH_S:
+            break
+        batch = now >= IDLE_S
+        state = rules.tick(state, settings, in_flight, last_live, now)
+        running = rules.limit(state, settings) if batch else 0
+        if kind == "arrive":
+            state = rules.live_arrived(state, settings, now)
+            in_flight += 1
+            took = engine.latency_s(running, rng)
+            at(now + took, "answer", running, took)
+            at(now + rng.expovariate(rate), "arrive")
+        elif kind == "answer":
+            state = rules.observe(state, settings, latency, lines, now)
+            in_flight -= 1
+            last_live = now
+            if now >= IDLE_S + BATCH_S / 2:
+                measured.append(latency)
+        else:
+            state = rules.loop_lag(state, settings, engine.lag_s(running), running, now)
+            at(now + LAG_EVERY_S, "lag")
+        if now >= IDLE_S + BATCH_S / 2:
+            windows.append(rules.limit(state, settings))
+    target = state.target_s(settings)
+    assert target is not None
+    fits = room(engine, target, settings.full, seed)
+    return Outcome(target, p95(measured), sum(windows) / len(windows), fits)
+
+
+RATES = (0.5, 2.0, 4.0)
+TARGETS = {
+    "default": Settings(full=512),
+    "1.5x": Settings(full=512, slo_ratio=1.5),
+    "3x": Settings(full=512, slo_ratio=3.0),
+    "250 ms": Settings(full=512, slo_s=0.25),
+}
+
+
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_gpu_like_engine_ends_with_the_window_near_full_within_the_target(
+    rate: float, target: str
+) -> None:
+    outcome = simulate(GPU, rate, TARGETS[target], seed=1)
+    assert outcome.window >= 0.95 * 512
+    assert outcome.p95_s <= outcome.target_s
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_cpu_like_engine_holds_the_target_with_the_window_it_allows(
+    rate: float, target: str, seed: int
+) -> None:
+    """The live p95 within the target, and the batch given at least two thirds of the room the
+    target leaves (the 250 ms target leaves the whole window)."""
+    outcome = simulate(CPU, rate, TARGETS[target], seed)
+    assert outcome.p95_s <= outcome.target_s
+    assert outcome.window >= 2 / 3 * outcome.room
