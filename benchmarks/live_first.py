@@ -35,7 +35,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -106,11 +106,18 @@ def plain_vllm(model: Path, log_dir: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def our_server(name: str, model: Path, root: Path, tree: Path | None) -> Iterator[servers.Server]:
+def our_server(
+    name: str, model: Path, root: Path, tree: Path | None, extra: Mapping[str, str] | None = None
+) -> Iterator[servers.Server]:
     """`serve` of this tree, or of an older revision's worktree (through PYTHONPATH: a view
     `vllm_sagemaker/` of its three folders comes before the installed one), with the
-    variant's settings (`OURS`)."""
-    env = {**ENGINE, **OURS[name], "SAGEMAKER_BATCH_STORE": str(root / f"{name}-store")}
+    variant's settings (`OURS`) and `extra`."""
+    env = {
+        **ENGINE,
+        **OURS[name],
+        **(extra or {}),
+        "SAGEMAKER_BATCH_STORE": str(root / f"{name}-store"),
+    }
     if tree is not None:
         view = root / f"{name}-view" / "vllm_sagemaker"
         view.mkdir(parents=True)

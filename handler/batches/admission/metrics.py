@@ -15,6 +15,11 @@ LIVE_LATENCY = Gauge(
     "vllm_sagemaker:live_latency_seconds",
     "Live requests' time to the first response byte, moving average.",
 )
+LIVE_TAIL = Gauge(
+    "vllm_sagemaker:live_latency_p95_seconds",
+    "The p95 of the latest live requests beside batch work, what the window is held to the "
+    "target by (0 before any).",
+)
 LIVE_TARGET = Gauge(
     "vllm_sagemaker:live_latency_target_seconds",
     "The live latency batch work is held to (0 while it is still learned).",

@@ -21,7 +21,10 @@ The window is driven by what live requests measure against a target, up to the w
   - a live request arriving after a quiet spell caps the window at `under_live` (a sixteenth),
     or at `earned` when live latency allowed more, before the request can suffer: the lines
     the whole window admitted are running when it arrives;
-  - the API server's cap (`loop_lag`, below) never holds the batch under `earned`.
+  - the API server's cap (`loop_lag`, below) never holds the batch under `earned`: what live
+    requests met within the target, the first one after a batch-only spell meets too. On a
+    server where no live request has yet run beside a batch, the cap alone keeps the API
+    server's backlog from that first request.
 - After `quiet_s` without any live request the batch gets the whole window.
 - Running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
   (`to_preempt`), a few at a time: short lines finish on their own, long ones give way.
@@ -47,8 +50,9 @@ from vllm_sagemaker.handler.core.config import DEFAULT_LIVE_RATIO
 IDLE_SAMPLES = 64
 # Live requests measured beside batch work whose tail says how much room is left (the newest).
 BESIDE_SAMPLES = 20
-# The baseline's percentile: nearest rank over IDLE_SAMPLES (the third slowest of 64).
-BASELINE_QUANTILE = 0.95
+# The percentile of the baseline and of the tail beside batch work: nearest rank (the fourth
+# slowest of 64, the second slowest of 20).
+TAIL_QUANTILE = 0.95
 # Time constant of the recent live latency on /metrics: a sample weighs
 # 1 - exp(-gap / RECENT_S), where gap is the time since the previous one.
 RECENT_S = 1.0
@@ -107,7 +111,12 @@ class State:
     @property
     def baseline_s(self) -> float | None:
         """The tail of live latency while no batch ran (None until one such request)."""
-        return quantile(self.idle, BASELINE_QUANTILE) if self.idle else None
+        return quantile(self.idle, TAIL_QUANTILE) if self.idle else None
+
+    @property
+    def tail_s(self) -> float | None:
+        """The p95 of the latest live requests beside batch work (None before any)."""
+        return quantile(self.beside, TAIL_QUANTILE) if self.beside else None
 
     def target_s(self, settings: Settings) -> float | None:
         """The live latency the controller holds the batch to, once it knows one."""
@@ -164,7 +173,7 @@ def observe(state: State, settings: Settings, latency_s: float, running: int, no
         )
     if running < USED * limit(state, settings) or state.window >= settings.full:
         return state
-    roomy = quantile(state.beside, BASELINE_QUANTILE) <= ROOM * target
+    roomy = (state.tail_s or 0.0) <= ROOM * target
     credit = state.credit + state.window / (ROOM_GROWTH if roomy else NEAR_GROWTH)
     if credit < 1:
         return replace(state, credit=credit)

@@ -42,6 +42,7 @@ class BatchWindow:
         metrics.LOOP_LAG.set_function(lambda: self.lag_s)
         metrics.RUNNING.set_function(lambda: self.running)
         metrics.LIVE_LATENCY.set_function(lambda: self.state.recent_s or 0.0)
+        metrics.LIVE_TAIL.set_function(lambda: self.state.tail_s or 0.0)
         metrics.LIVE_TARGET.set_function(lambda: self.state.target_s(self.settings) or 0.0)
 
     @contextlib.contextmanager
@@ -75,11 +76,11 @@ class BatchWindow:
         if state.reason != self.state.reason and self.running:
             target = state.target_s(self.settings)
             logger.info(
-                "batch window %s: %d -> %d (live %.0f ms, target %s)",
+                "batch window %s: %d -> %d (live p95 %.0f ms, target %s)",
                 state.reason,
                 self.state.window,
                 state.window,
-                (state.recent_s or 0) * 1000,
+                (state.tail_s or 0) * 1000,
                 "learning" if target is None else f"{target * 1000:.0f} ms",
             )
         if state.cap is not None and state.cap < (self.state.cap or self.settings.full):
