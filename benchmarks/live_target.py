@@ -8,14 +8,15 @@ rate, each server first meets live traffic alone (`--idle-seconds`: the idle tai
 baseline a server learns), then runs phases of a `/v1/batches` batch of 32-token chat lines:
 the batch alone for `--alone-seconds` (its rate alone), then Poisson live traffic of streamed
 8-token chats (`benchmarks.live_traffic`) beside it for `--seconds`. At the rates in
-`--abba-rates` the phases go before, now, now, before and each server's two are pooled. Each
-row: the live first-token tail, its ratio to the idle p95, the target the server held to (its
-`/metrics`) and whether the p95 met it, the batch's lines/s beside live traffic and alone in
-the same phase, the window and the preemptions at the phase's end, and the stall witness.
+`--abba-rates` the phases go before, now, now, before (`--rounds` times) and each server's
+are pooled. Each row: the live first-token tail, its ratio to the idle p95, the target the
+server held to (its `/metrics`) and whether the p95 met it, the batch's lines/s beside live
+traffic and alone in the same phase, the window and the preemptions at the phase's end, the
+stall witness, and each phase's first live request (the first after a batch-only spell).
 
     .venv/bin/python -m benchmarks.live_target --autogroup off [--before a09b1be]
         [--targets default 250ms 1.5x 3x] [--rates 2 0.5 4] [--abba default 250ms]
-        [--abba-rates 2] [--seconds 60] [--markdown PATH]
+        [--abba-rates 2] [--rounds 1] [--seconds 60] [--markdown PATH]
 """
 
 import argparse
@@ -54,6 +55,12 @@ def target_env(spelled: str) -> dict[str, str]:
     raise argparse.ArgumentTypeError(f"{spelled!r}: default, a ratio like 1.5x, or like 250ms")
 
 
+def target_arg(spelled: str) -> str:
+    """`--targets` and `--abba`'s type: the target as spelled, once known to be one."""
+    target_env(spelled)
+    return spelled
+
+
 @dataclass
 class Row:
     target: str
@@ -61,6 +68,8 @@ class Row:
     server: str
     idle: Tail
     first: list[float] = field(default_factory=list)
+    # Each phase's first live request, after the batch ran alone.
+    opening: list[float] = field(default_factory=list)
     beside: list[float] = field(default_factory=list)
     alone: list[float] = field(default_factory=list)
     held_s: float = 0.0
@@ -72,13 +81,15 @@ class Row:
     def cells(self) -> list[str]:
         tail = Tail.of(self.first)
         lines, alone = sum(self.beside) / len(self.beside), sum(self.alone) / len(self.alone)
-        met = "yes" if tail.p95 <= self.held_s else "NO"
+        kept = f"{lines / alone:.0%}" if alone else "-"
+        met = "unknown" if not self.held_s else "yes" if tail.p95 <= self.held_s else "NO"
         return [
             self.target, f"{self.rate:g}", self.server, f"{self.held_s * 1000:.0f}",
             str(tail.count), " / ".join(f"{q * 1000:.0f}" for q in (tail.p50, tail.p95, tail.p99)),
             f"{self.idle.p95 * 1000:.0f}", f"{tail.p95 / self.idle.p95:.2f}", met,
-            f"{lines:.0f} of {alone:.0f} ({lines / alone:.0%})", f"{self.window:.0f}",
+            f"{lines:.0f} of {alone:.0f} ({kept})", f"{self.window:.0f}",
             f"{self.preempted:.0f}", f"{self.stalls} / {self.worst_s * 1000:.0f}",
+            " ".join(f"{s * 1000:.0f}" for s in self.opening),
         ]  # fmt: skip
 
 
@@ -86,6 +97,7 @@ HEADER = [
     "target", "live/s", "server", "target ms", "n", "first token p50 / p95 / p99 ms",
     "idle p95 ms", "p95 / idle p95", "p95 within target", "batch lines/s beside, alone (kept)",
     "window at end", "preempted", "witness stalls / worst ms",
+    "first request after the batch alone, ms",
 ]  # fmt: skip
 
 
@@ -106,6 +118,7 @@ def phase(server: servers.Server, batch: ServerBatch, row: Row, args: argparse.N
         with LiveTraffic(server.url, "/invocations", row.rate, seed=len(row.beside) + 7) as live:
             row.beside.append(during(batch, args.seconds))
         row.first += live.first
+        row.opening += [] if (opening := live.opening_s()) is None else [opening]
         row.held_s = server.metric("vllm_sagemaker:live_latency_target_seconds")
         row.window = server.metric("vllm_sagemaker:batch_window")
         row.preempted += server.metric(PREEMPTIONS) - preempted
@@ -135,19 +148,22 @@ def started(names: list[str], target: str, model: Path, root: Path, before: str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", default="a09b1be", help="the revision to compare with")
-    parser.add_argument("--targets", nargs="+", default=["default", "250ms", "1.5x", "3x"])
+    parser.add_argument(
+        "--targets", type=target_arg, nargs="+", default=["default", "250ms", "1.5x", "3x"]
+    )
     parser.add_argument("--rates", type=float, nargs="+", default=[2.0, 0.5, 4.0])
-    parser.add_argument("--abba", nargs="*", default=["default", "250ms"])
+    parser.add_argument("--abba", type=target_arg, nargs="*", default=["default", "250ms"])
     parser.add_argument("--abba-rates", type=float, nargs="*", default=[2.0])
     parser.add_argument("--lines", type=int, default=40000, help="lines of each batch")
     parser.add_argument("--idle-seconds", type=float, default=15.0)
     parser.add_argument("--alone-seconds", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=60.0, help="live traffic per phase")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="ABBA rounds (before, now, now, before)"
+    )
     parser.add_argument("--markdown", type=Path)
     autogroup.add_argument(parser)
     args = parser.parse_args()
-    for target in args.targets:
-        target_env(target)
     rows: list[Row] = []
     with (
         autogroup.autogroup(args.autogroup) as grouping,
@@ -173,9 +189,9 @@ def main() -> None:
                         with LiveTraffic(server.url, "/invocations", rate) as idle:
                             time.sleep(args.idle_seconds)
                         here[name] = Row(target, rate, name, Tail.of(idle.first))
-                    order = ["before", "now", "now", "before"] if len(names) > 1 else ["now"]
-                    if rate not in args.abba_rates:
-                        order = ["now"]
+                    order = ["now"]
+                    if len(names) > 1 and rate in args.abba_rates:
+                        order = ["before", "now", "now", "before"] * args.rounds
                     for name in order:
                         phase(running[name], batches[name], here[name], args, witness)
                     for name in dict.fromkeys(order):

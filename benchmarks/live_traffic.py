@@ -70,6 +70,8 @@ class LiveTraffic:
     seed: int = 7
     first: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
+    # (sent at, first-byte time) of each answered request, as one item: threads append them.
+    sent: list[tuple[float, float]] = field(default_factory=list)
     # Statuses of the answers that were not 200, and how many of each.
     failures: Counter[int] = field(default_factory=Counter)
 
@@ -85,8 +87,13 @@ class LiveTraffic:
         if stamps.status == 200:
             self.first.append(stamps.first_byte - stamps.sent)
             self.total.append(stamps.done - stamps.sent)
+            self.sent.append((stamps.sent, stamps.first_byte - stamps.sent))
         else:
             self.failures[stamps.status] += 1
+
+    def opening_s(self) -> float | None:
+        """The first byte of the first request sent (None: none answered)."""
+        return min(self.sent)[1] if self.sent else None
 
     def _drive(self) -> None:
         # Linux keeps a nice value per thread, and threads inherit their creator's: this one and

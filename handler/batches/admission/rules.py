@@ -7,24 +7,25 @@ The window is driven by what live requests measure against a target, up to the w
   the default are tails: batch work may at most double a live request's p95.
 - Each live request that ran beside batch work is a sample of the window it met (`observe`):
   - slower than the target: the window halves from what ran (at most once per
-    `shrink_every_s`, so one slow spell does not empty it);
-  - within it, with the window in use: the window grows, by an eighth when the request took at
-    most half the target (room to spare: a GPU, whose step costs little more with more
-    sequences, reaches the whole window within seconds), by a sixty-fourth nearer the target.
-    Halving on a miss and growing by a sixty-fourth on a hit settle where about one request in
-    45 misses (ln(65/64) / ln(2 * 65/64)): the p95 stays within the target, with margin.
+    `shrink_every_s`, so one slow spell does not empty it), and that is what live latency
+    allows now (`earned`);
+  - within it, with the window in use: the window grows, by an eighth while none of the last
+    BESIDE_SAMPLES live requests took more than half the target (room to spare: a GPU, whose
+    step costs little more with more sequences, reaches the whole window within seconds), by a
+    sixty-fourth otherwise. Halving on a miss and growing by a sixty-fourth on a hit settle
+    where about one request in 45 misses (ln(65/64) / ln(2 * 65/64)): the p95 stays within
+    the target, with margin.
   - A window that is not in use (fewer lines run than USED of it) does not grow: a request
     that met the target beside 10 lines says nothing of 500.
-- The window live latency last set (`earned`) outlives a quiet spell.
-- Two fast first reactions stay for what no live request has measured yet, and the measured
-  window lifts both:
-  - a live request arriving after a quiet spell caps the window at `under_live` (a sixteenth),
-    or at `earned` when live latency allowed more, before the request can suffer: the lines
-    the whole window admitted are running when it arrives;
-  - the API server's cap (`loop_lag`, below) never holds the batch under `earned`: what live
-    requests met within the target, the first one after a batch-only spell meets too. On a
-    server where no live request has yet run beside a batch, the cap alone keeps the API
-    server's backlog from that first request.
+- Two fast first reactions stay for what no live request has measured yet, and the
+  measurement lifts both:
+  - a live request arriving after a quiet spell steps the window back at once to
+    `under_live` (a sixteenth) before it can suffer: the lines the whole window admitted are
+    running when it arrives. Each live request that then meets the target doubles the window,
+    up to `earned` (TCP's slow start after an idle spell), and growth goes on from there;
+  - the API server's cap (`loop_lag`, below) holds the batch in quiet spells, so the first
+    live request after a batch-only spell finds no backlog there; under live traffic it never
+    holds the batch below `earned`: the measured latency already counts the loop's lag.
 - After `quiet_s` without any live request the batch gets the whole window.
 - Running lines still beyond the window PREEMPT_AFTER_S after it shrank are preempted
   (`to_preempt`), a few at a time: short lines finish on their own, long ones give way.
@@ -38,7 +39,8 @@ whole window. It holds with or without live traffic, so the backlog is not there
 request arrives after a batch-only spell; lines above the cap finish on their own (only the
 window preempts). `limit` is the smaller of the two.
 
-`State.reason` says why the window last changed, for the log line and the metrics.
+`State.reason` says why the window last changed, for the log line; anything but "quiet" means
+live traffic is about.
 """
 
 import math
@@ -91,7 +93,8 @@ class Settings:
 @dataclass(frozen=True)
 class State:
     window: int
-    # The window live latency last set (`floor` until a live request has measured one).
+    # What live latency last allowed: the window after the last halving or growth (`floor`
+    # until a live request has measured one); it outlives quiet spells.
     earned: int = 1
     # Live latencies while no batch ran, the newest IDLE_SAMPLES.
     idle: tuple[float, ...] = ()
@@ -137,11 +140,13 @@ def initial(settings: Settings) -> State:
 
 
 def live_arrived(state: State, settings: Settings, now: float) -> State:
-    """A live request started: the batch steps back to what live latency allowed (at least
-    `under_live`) before it hurts."""
-    window = min(state.window, max(settings.under_live, state.earned))
-    if window == state.window:
+    """A live request started. After a quiet spell the batch steps back at once to
+    `under_live` (never above what the API server's cap let run) before the request can
+    suffer; live requests that meet the target then double it back to `earned` (`observe`).
+    Under live traffic the window is the measurement's."""
+    if state.reason != "quiet":
         return state
+    window = min(state.window, settings.under_live, limit(state, settings))
     return replace(state, window=window, changed_at=now, reason="live arrived")
 
 
@@ -173,7 +178,10 @@ def observe(state: State, settings: Settings, latency_s: float, running: int, no
         )
     if running < USED * limit(state, settings) or state.window >= settings.full:
         return state
-    roomy = (state.tail_s or 0.0) <= ROOM * target
+    if state.window < state.earned:
+        window = min(state.earned, 2 * state.window)
+        return replace(state, window=window, credit=0.0, changed_at=now, reason="grow")
+    roomy = (state.tail_s or 0.0) <= ROOM * target and max(state.beside) <= target
     credit = state.credit + state.window / (ROOM_GROWTH if roomy else NEAR_GROWTH)
     if credit < 1:
         return replace(state, credit=credit)
@@ -216,7 +224,9 @@ def loop_lag(state: State, settings: Settings, lag_s: float, running: int, now: 
 
 
 def limit(state: State, settings: Settings) -> int:
-    """Batch lines allowed in flight: the window, within the API server's cap unless live
-    latency measured more."""
+    """Batch lines allowed in flight: the window, within the API server's cap; under live
+    traffic the cap holds the batch no lower than live latency allowed (`earned`)."""
     cap = settings.full if state.cap is None else state.cap
-    return min(state.window, max(cap, state.earned))
+    if state.reason != "quiet":
+        cap = max(cap, state.earned)
+    return min(state.window, cap)

@@ -20,22 +20,27 @@ def test_a_new_controller_gives_the_whole_window() -> None:
 @pytest.mark.parametrize(
     ("state", "expected_window", "expected_reason"),
     [
-        (State(window=256, reason="quiet"), 16, "live arrived"),  # a sixteenth
-        (State(window=100, reason="grow"), 16, "live arrived"),  # grew past it meanwhile
-        (State(window=12, reason="grow"), 12, "grow"),  # already under it
-        (State(window=1, reason="quiet"), 1, "quiet"),  # nothing to give back
-        # live latency measured more than a sixteenth: back to that
-        (State(window=256, earned=100, reason="quiet"), 100, "live arrived"),
-        (State(window=60, earned=100, reason="grow"), 60, "grow"),
-        # measured less: the sixteenth still (the quiet spell may have changed things)
-        (State(window=256, earned=4, reason="quiet"), 16, "live arrived"),
+        # after a quiet spell: a sixteenth at once
+        (State(window=256, reason="quiet"), 16, "live arrived"),
+        # ... even when live latency allowed more before it (the window climbs back to that)
+        (State(window=256, earned=100, reason="quiet"), 16, "live arrived"),
+        # ... never above what the API server's cap let run
+        (State(window=256, cap=8, reason="quiet"), 8, "live arrived"),
+        (State(window=1, reason="quiet"), 1, "live arrived"),
+        # under live traffic the window is the measurement's
+        (State(window=100, earned=100, reason="grow"), 100, "grow"),
+        (State(window=12, earned=12, reason="shrink"), 12, "shrink"),
     ],
 )
-def test_a_live_arrival_steps_back_to_what_live_latency_allowed(
+def test_a_live_arrival_after_a_quiet_spell_steps_back_before_it_hurts(
     state: State, expected_window: int, expected_reason: str
 ) -> None:
     after = admission.live_arrived(state, S, now=10.0)
-    assert (after.window, after.reason) == (expected_window, expected_reason)
+    assert (after.window, after.reason, after.earned) == (
+        expected_window,
+        expected_reason,
+        state.earned,
+    )
 
 
 # A target of 100 ms: the baseline's p95 is 50 ms.
@@ -62,6 +67,11 @@ LEARNED = (0.05,) * 10
         # ... which for a small window is a fraction of a line, kept as credit
         (State(window=16, idle=LEARNED, reason="shrink"), 0.09, 16, 16, "shrink"),
         (State(window=16, idle=LEARNED, credit=0.9, reason="shrink"), 0.09, 16, 17, "grow"),
+        # climbing back after a quiet spell: doubles up to what live latency allowed before
+        (State(window=16, earned=100, idle=LEARNED, reason="live arrived"), 0.09, 16, 32, "grow"),
+        (State(window=64, earned=100, idle=LEARNED, reason="grow"), 0.09, 64, 100, "grow"),
+        # ... and a miss on the way halves it as ever
+        (State(window=64, earned=100, idle=LEARNED, reason="grow"), 0.2, 64, 32, "shrink"),
         # met it, but the window was not in use: it says nothing of the window
         (State(window=64, idle=LEARNED, reason="grow"), 0.04, 47, 64, "grow"),
         # the whole window already
@@ -76,14 +86,22 @@ def test_each_live_request_beside_the_batch_moves_the_window(
 ) -> None:
     after = admission.observe(state, S, latency, running, now=5.0)
     assert (after.window, after.reason) == (window, reason)
-    if reason != state.reason:
-        assert after.earned == window
+    if window != state.window:
+        # what live latency allows now: the halved window, or the most it has grown to
+        assert after.earned == (window if reason == "shrink" else max(window, state.earned))
 
 
-def test_growth_near_the_target_waits_for_the_tail_not_one_fast_request() -> None:
-    """One fast request after slow ones that met the target grows the window by a sixty-fourth:
-    the tail of the last BESIDE_SAMPLES is near the target."""
-    near = State(window=64, idle=LEARNED, beside=(0.09,) * 19, reason="grow")
+@pytest.mark.parametrize(
+    "latest",
+    [
+        (0.09,) * 19,  # the tail of the latest is near the target
+        (0.2,) + (0.01,) * 18,  # one of them missed it
+    ],
+)
+def test_growth_waits_for_the_latest_requests_not_one_fast_one(latest: tuple[float, ...]) -> None:
+    """A fast request grows the window by a sixty-fourth, not an eighth, while the latest
+    BESIDE_SAMPLES say the target is near."""
+    near = State(window=64, earned=64, idle=LEARNED, beside=latest, reason="grow")
     assert admission.observe(near, S, 0.01, 64, now=5.0).window == 65
 
 
@@ -186,8 +204,11 @@ def test_the_api_server_cap_follows_its_event_loop(
         (State(window=256, cap=40), 40),
         (State(window=16, cap=40), 16),
         # live latency measured more than the cap allows: the measurement decides
-        (State(window=256, cap=40, earned=100), 100),
-        (State(window=64, cap=40, earned=64), 64),
+        # under live traffic the cap holds no lower than what live latency allowed
+        (State(window=256, cap=40, earned=100, reason="grow"), 100),
+        (State(window=64, cap=40, earned=64, reason="live arrived"), 64),
+        # in a quiet spell the cap holds as the loop measures it
+        (State(window=256, cap=40, earned=100, reason="quiet"), 40),
     ],
 )
 def test_the_limit_is_the_window_within_the_cap(state: State, expected: int) -> None:
