@@ -34,7 +34,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -42,13 +41,12 @@ import httpx
 
 from benchmarks import autogroup
 from benchmarks.batch_load import BATCH_TOKENS, Batch, ClientBatch, ServerBatch
-from benchmarks.batch_runner import write_file
+from benchmarks.bench import bench
 from benchmarks.live_first_phases import Row, phases
 from benchmarks.live_first_report import plot, report
 from benchmarks.live_traffic import LIVE_TOKENS
 from benchmarks.startup import worktree
-from benchmarks.witness import Witness
-from tests.support import model_factory, processes, servers, waiting
+from tests.support import processes, servers, waiting
 from vllm_sagemaker.container.env_args import LIVE_FIRST_SCHEDULER
 
 ENGINE = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
@@ -164,20 +162,9 @@ def main() -> None:
     autogroup.add_argument(parser)
     args = parser.parse_args()
     rows: list[Row] = []
-    with (
-        autogroup.autogroup(args.autogroup) as grouping,
-        tempfile.TemporaryDirectory() as tmp,
-        Witness() as witness,
-    ):
-        print(autogroup.described(grouping))
-        root = Path(tmp)
-        model = model_factory.make_chat_model(root / "chat")
-        source = root / "batch.jsonl"
-        write_file(source, args.lines, BATCH_TOKENS)
-        print(
-            f"tiny Llama, {os.cpu_count()} cores, 256 seqs; batch lines of {BATCH_TOKENS} tokens, "
-            f"live chats of {LIVE_TOKENS} (streamed); {args.seconds:g} s of live traffic a phase"
-        )
+    with bench(args.autogroup, args.lines, BATCH_TOKENS) as setup:
+        root, model, source, witness = setup.root, setup.model, setup.source, setup.witness
+        print(f"live chats of {LIVE_TOKENS} (streamed), {args.seconds:g} s of them a phase")
         for name in args.servers:
             runs: Callable[[], contextlib.AbstractContextManager[tuple[str, str, Batch]]]
             if name == "vllm":

@@ -21,8 +21,6 @@ stall witness, and each phase's first live request (the first after a batch-only
 
 import argparse
 import contextlib
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,13 +28,13 @@ from pathlib import Path
 
 from benchmarks import autogroup
 from benchmarks.batch_load import BATCH_TOKENS, ServerBatch
-from benchmarks.batch_runner import write_file
+from benchmarks.bench import bench
 from benchmarks.live_first import our_server
 from benchmarks.live_first_phases import Tail, during
 from benchmarks.live_traffic import LIVE_TOKENS, LiveTraffic
 from benchmarks.startup import worktree
 from benchmarks.witness import Witness
-from tests.support import model_factory, servers, waiting
+from tests.support import servers, waiting
 
 PREEMPTIONS = "vllm_sagemaker:batch_preemptions_total"
 
@@ -165,20 +163,9 @@ def main() -> None:
     autogroup.add_argument(parser)
     args = parser.parse_args()
     rows: list[Row] = []
-    with (
-        autogroup.autogroup(args.autogroup) as grouping,
-        tempfile.TemporaryDirectory() as tmp,
-        Witness() as witness,
-    ):
-        print(autogroup.described(grouping))
-        root = Path(tmp)
-        model = model_factory.make_chat_model(root / "chat")
-        source = root / "batch.jsonl"
-        write_file(source, args.lines, BATCH_TOKENS)
-        print(
-            f"tiny Llama, {os.cpu_count()} cores, 256 seqs; batch lines of {BATCH_TOKENS} tokens, "
-            f"live chats of {LIVE_TOKENS} (streamed); {args.seconds:g} s of live traffic a phase"
-        )
+    with bench(args.autogroup, args.lines, BATCH_TOKENS) as setup:
+        root, model, source, witness = setup.root, setup.model, setup.source, setup.witness
+        print(f"live chats of {LIVE_TOKENS} (streamed), {args.seconds:g} s of them a phase")
         for target in args.targets:
             names = ["before", "now"] if target in args.abba else ["now"]
             with started(names, target, model, root, args.before) as running:

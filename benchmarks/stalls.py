@@ -24,7 +24,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,10 +33,11 @@ import openai
 
 from benchmarks import autogroup
 from benchmarks.batch_load import BATCH_TOKENS, ClientBatch
-from benchmarks.batch_runner import ENGINE_ARGS, VLLM_SAGEMAKER, write_file
+from benchmarks.batch_runner import ENGINE_ARGS, VLLM_SAGEMAKER
+from benchmarks.bench import bench
 from benchmarks.live_first import ENGINE, plain_vllm
 from benchmarks.witness import Seen, Witness
-from tests.support import model_factory, servers, waiting
+from tests.support import servers, waiting
 
 COUNTERS = (
     ("steal ms", "steal"),
@@ -229,17 +229,9 @@ def main() -> None:
     args = parser.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
     windows: list[Window] = []
-    with (
-        autogroup.autogroup(args.autogroup) as grouping,
-        tempfile.TemporaryDirectory() as tmp,
-        Witness() as witness,
-    ):
-        print(autogroup.described(grouping))
-        root = Path(tmp)
-        model = model_factory.make_chat_model(root / "chat")
-        source = root / "batch.jsonl"
-        write_file(source, args.lines, BATCH_TOKENS)
-        print(f"{os.cpu_count()} cores, {args.lines} lines of {BATCH_TOKENS} tokens, env {env}")
+    with bench(args.autogroup, args.lines, BATCH_TOKENS) as setup:
+        root, model, source, witness = setup.root, setup.model, setup.source, setup.witness
+        print(f"env {env}")
         for kind in args.workloads:
             if kind == "busy":
                 window = busy(args.seconds, witness)

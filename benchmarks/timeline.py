@@ -24,7 +24,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -36,9 +35,10 @@ import psutil
 
 from benchmarks import autogroup
 from benchmarks.batch_runner import write_file
+from benchmarks.bench import bench
 from benchmarks.live_traffic import live_body, streamed
 from benchmarks.witness import Witness
-from tests.support import model_factory, servers
+from tests.support import servers
 from vllm_sagemaker.handler.sagemaker.invocations import INFERENCE_ID
 
 SERVER_ENV = {"SM_VLLM_MAX_NUM_SEQS": "256", "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}
@@ -258,16 +258,9 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="copy the probes' events and py-spy files here")
     autogroup.add_argument(parser)
     args = parser.parse_args()
-    with (
-        autogroup.autogroup(args.autogroup) as grouping,
-        tempfile.TemporaryDirectory() as tmp,
-        Witness() as witness,
-    ):
-        print(autogroup.described(grouping))
-        root = Path(tmp)
-        model = model_factory.make_chat_model(root / "chat")
-        source, warm = root / "in.jsonl", root / "warm.jsonl"
-        write_file(source, args.lines, args.tokens)
+    with bench(args.autogroup, args.lines, args.tokens) as setup:
+        root, model, source, witness = setup.root, setup.model, setup.source, setup.witness
+        warm = root / "warm.jsonl"
         write_file(warm, 200, args.tokens)
         noted_dir = root / "events"
         noted_dir.mkdir()
