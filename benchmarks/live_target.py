@@ -6,7 +6,8 @@ SAGEMAKER_LIVE_LATENCY_RATIO=N; `Nms`: SAGEMAKER_LIVE_LATENCY_SLO=N) the servers
 at targets in `--abba` the `--before` revision's server runs beside this tree's. For each live
 rate, each server first meets live traffic alone (`--idle-seconds`: the idle tail, and the
 baseline a server learns), then runs phases of a `/v1/batches` batch of 32-token chat lines:
-the batch alone for `--alone-seconds` (its rate alone), then Poisson live traffic of streamed
+the batch alone for `--alone-seconds` once no live request has come for the server's quiet
+spell (its rate alone, the whole window), then Poisson live traffic of streamed
 8-token chats (`benchmarks.live_traffic`) beside it for `--seconds`. At the rates in
 `--abba-rates` the phases go before, now, now, before (`--rounds` times) and each server's
 are pooled. Each row: the live first-token tail, its ratio to the idle p95, the target the
@@ -35,8 +36,10 @@ from benchmarks.live_traffic import LIVE_TOKENS, LiveTraffic
 from benchmarks.startup import worktree
 from benchmarks.witness import Witness
 from tests.support import servers, waiting
+from vllm_sagemaker.handler.batches.admission import rules as admission
 
 PREEMPTIONS = "vllm_sagemaker:batch_preemptions_total"
+QUIET_S = admission.Settings(full=1).quiet_s
 
 
 def target_env(spelled: str) -> dict[str, str]:
@@ -65,6 +68,8 @@ class Row:
     rate: float
     server: str
     idle: Tail
+    # When the server's last live request ended.
+    live_ended: float
     first: list[float] = field(default_factory=list)
     # Each phase's first live request, after the batch ran alone.
     opening: list[float] = field(default_factory=list)
@@ -112,9 +117,12 @@ def phase(server: servers.Server, batch: ServerBatch, row: Row, args: argparse.N
     batch.start()
     try:
         waiting.until(lambda: batch.answered() > 0, 600, "the batch never started", 0.2)
+        # Alone means the whole window: no live request for the server's quiet spell.
+        time.sleep(max(0.0, row.live_ended + QUIET_S + 1 - time.monotonic()))
         row.alone.append(during(batch, args.alone_seconds))
         with LiveTraffic(server.url, "/invocations", row.rate, seed=len(row.beside) + 7) as live:
             row.beside.append(during(batch, args.seconds))
+        row.live_ended = time.monotonic()
         row.first += live.first
         row.opening += [] if (opening := live.opening_s()) is None else [opening]
         row.held_s = server.metric("vllm_sagemaker:live_latency_target_seconds")
@@ -175,7 +183,7 @@ def main() -> None:
                     for name, server in running.items():
                         with LiveTraffic(server.url, "/invocations", rate) as idle:
                             time.sleep(args.idle_seconds)
-                        here[name] = Row(target, rate, name, Tail.of(idle.first))
+                        here[name] = Row(target, rate, name, Tail.of(idle.first), time.monotonic())
                     order = ["now"]
                     if len(names) > 1 and rate in args.abba_rates:
                         order = ["before", "now", "now", "before"] * args.rounds
