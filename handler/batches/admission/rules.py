@@ -10,11 +10,11 @@ The window is driven by what live requests measure against a target, up to the w
     `shrink_every_s`, so one slow spell does not empty it), and that is what live latency
     allows now (`earned`);
   - within it, with the window in use: the window grows, by an eighth while none of the last
-    BESIDE_SAMPLES live requests took more than half the target (room to spare: a GPU, whose
-    step costs little more with more sequences, reaches the whole window within seconds), by a
-    sixty-fourth otherwise. Halving on a miss and growing by a sixty-fourth on a hit settle
-    where about one request in 45 misses (ln(65/64) / ln(2 * 65/64)): the p95 stays within
-    the target, with margin.
+    BESIDE_SAMPLES live requests missed the target and their p95 is within half of it (room
+    to spare: a GPU, whose step costs little more with more sequences, reaches the whole
+    window within seconds), by a sixty-fourth otherwise. Halving on a miss and growing by a
+    sixty-fourth on a hit settle where about one request in 45 misses
+    (ln(65/64) / ln(2 * 65/64)): the p95 stays within the target, with margin.
   - A window that is not in use (fewer lines run than USED of it) does not grow: a request
     that met the target beside 10 lines says nothing of 500.
 - Two fast first reactions stay for what no live request has measured yet, and the
@@ -37,7 +37,8 @@ before it even reaches the engine (113-218 ms in benchmarks/timeline.py with the
 `shrink_every_s`); while it keeps up, the cap grows by an eighth every `grow_every_s`, up to the
 whole window. It holds with or without live traffic, so the backlog is not there when a live
 request arrives after a batch-only spell; lines above the cap finish on their own (only the
-window preempts). `limit` is the smaller of the two.
+window preempts). `limit` is the smaller of the two, the cap taken no lower than `earned` under
+live traffic.
 
 `State.reason` says why the window last changed, for the log line; anything but "quiet" means
 live traffic is about.
@@ -58,8 +59,9 @@ TAIL_QUANTILE = 0.95
 # Time constant of the recent live latency on /metrics: a sample weighs
 # 1 - exp(-gap / RECENT_S), where gap is the time since the previous one.
 RECENT_S = 1.0
-# Growth of the window on a live request that met the target: ROOM_GROWTH of it when the
-# request took at most ROOM of the target, else NEAR_GROWTH.
+# Growth of the window on a live request that met the target: 1 / ROOM_GROWTH of it while the
+# latest BESIDE_SAMPLES all met the target with their p95 within ROOM of it, else
+# 1 / NEAR_GROWTH.
 ROOM = 0.5
 ROOM_GROWTH = 8
 NEAR_GROWTH = 64
