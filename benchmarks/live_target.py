@@ -7,8 +7,8 @@ at targets in `--abba` the `--before` revision's server runs beside this tree's.
 rate, each server first meets live traffic alone (`--idle-seconds`: the idle tail, and the
 baseline a server learns), then runs phases of a `/v1/batches` batch of 32-token chat lines:
 the batch alone for `--alone-seconds` once no live request has come for the server's quiet
-spell (its rate alone, the whole window), then Poisson live traffic of streamed
-8-token chats (`benchmarks.live_traffic`) beside it for `--seconds`. At the rates in
+spell (its rate alone, the whole window), then Poisson live traffic of streamed 8-token chats
+(`benchmarks.live_traffic`) beside it for `--seconds`. At the rates in
 `--abba-rates` the phases go before, now, now, before (`--rounds` times) and each server's
 are pooled. Each row: the live first-token tail, its ratio to the idle p95, the target the
 server held to (its `/metrics`) and whether the p95 met it, the batch's lines/s beside live
