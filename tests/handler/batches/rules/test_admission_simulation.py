@@ -6,12 +6,15 @@ Two engine models, each a decode step whose cost grows with the batch lines besi
 - GPU-like: a step costs 20 ms with 16 sequences and 20.5 ms with 256 (the GPU's step is bound
   by reading the weights, not by the sequences), and the API server has a core of its own;
 - CPU-like: every sequence adds 0.4 ms to a step (256 sequences: 110 ms), and batch lines in
-  flight slow the API server's event loop that live requests share (0.05 ms per line).
+  flight slow the API server's event loop that live requests share: 0.05 ms per line on
+  average to its wake-ups, and to a live request that times a heavy-tailed factor (the square
+  of an exponential: twice that on average, nine times or more for one request in 20).
 
 A live request waits for the step in flight (a uniform share of it), then runs its own prefill
 in a step of its own (the live-first scheduler), then its first token reaches the client
-through the API server's loop; each is jittered. Batch lines always fill what the rules allow
-(`limit`), and the engine runs at most 240 of them (fifteen sixteenths of 256 slots).
+through the API server's loop; each is jittered. Batch lines take what the rules allow
+(`limit`) at once, but leave only as they finish or are preempted, and the engine runs at most
+240 of them (fifteen sixteenths of 256 slots).
 """
 
 import heapq
