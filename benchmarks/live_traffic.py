@@ -68,10 +68,8 @@ class LiveTraffic:
     path: str
     rate: float
     seed: int = 7
-    first: list[float] = field(default_factory=list)
-    total: list[float] = field(default_factory=list)
-    # (sent at, first-byte time) of each answered request, as one item: threads append them.
-    sent: list[tuple[float, float]] = field(default_factory=list)
+    # Each answered (200) request, in the order the answers ended.
+    answered: list[Stamps] = field(default_factory=list)
     # Statuses of the answers that were not 200, and how many of each.
     failures: Counter[int] = field(default_factory=Counter)
 
@@ -85,15 +83,23 @@ class LiveTraffic:
     def _one(self) -> None:
         stamps = streamed(self.url, self.path, self._body)
         if stamps.status == 200:
-            self.first.append(stamps.first_byte - stamps.sent)
-            self.total.append(stamps.done - stamps.sent)
-            self.sent.append((stamps.sent, stamps.first_byte - stamps.sent))
+            self.answered.append(stamps)
         else:
             self.failures[stamps.status] += 1
 
+    @property
+    def first(self) -> list[float]:
+        """Each answered request's time to its first body byte."""
+        return [s.first_byte - s.sent for s in self.answered]
+
+    @property
+    def total(self) -> list[float]:
+        return [s.done - s.sent for s in self.answered]
+
     def opening_s(self) -> float | None:
         """The first byte of the first request sent (None: none answered)."""
-        return min(self.sent)[1] if self.sent else None
+        opening = min(self.answered, key=lambda s: s.sent, default=None)
+        return None if opening is None else opening.first_byte - opening.sent
 
     def _drive(self) -> None:
         # Linux keeps a nice value per thread, and threads inherit their creator's: this one and
