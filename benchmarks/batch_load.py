@@ -43,6 +43,10 @@ class ServerBatch:
         return 0 if counts is None else counts.completed + counts.failed
 
     def stop(self) -> None:
+        """Cancel the batch, unless it has run out of lines (then SystemExit: a phase that
+        outlasts its batch measured less than its span; raise `--lines`)."""
+        if self.sdk.batches.retrieve(self.id).status == "completed":
+            raise SystemExit(f"batch {self.id} ran out of lines within a phase: raise --lines")
         self.sdk.batches.cancel(self.id)
         waiting.until(
             lambda: self.sdk.batches.retrieve(self.id).status == "cancelled", 600, "not cancelled"
