@@ -51,7 +51,8 @@ class SageMakerMiddleware:
         self.app = app
         self.config = Config.from_env()
         self.keys = ApiKeys(self.config.api_keys)
-        pipeline = Pipeline(app, self.config.model_fallback)
+        pipeline = Pipeline(app, self.config.model_fallback, self.config.record_dispatch)
+        self.pipeline = pipeline
         self.direct = openai_path.DirectRoutes(app, pipeline, self.config.max_payload_bytes)
         batches = self.config.batch_api
         self.window = BatchWindow(
@@ -114,6 +115,7 @@ class SageMakerMiddleware:
                 vllm_envs.enable_envs_cache()
                 self.custom = custom_code.replaced()
                 custom_code.log(self.custom)
+                self.pipeline.customer_middleware = bool(self.custom.middlewares)
                 self.stops.watch()
                 await self.batch_api.startup(scope)
                 if self.metrics is not None:

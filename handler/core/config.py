@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core import execution_parameters
+from vllm_sagemaker.handler.core import dispatch, execution_parameters
 from vllm_sagemaker.handler.core.env import (
     RESTARTS_VAR,
     ConfigError,
@@ -160,6 +160,8 @@ class Config:
     server_restarts: int = 0
     # A `model` the server does not know is answered by the served model (`core.model_names`).
     model_fallback: bool = True
+    # How records reach vLLM when the invocation does not say (`core.dispatch`).
+    record_dispatch: dispatch.Way | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Config":
@@ -181,6 +183,7 @@ class Config:
             batch_api=BatchApiSettings.from_env(env),
             server_restarts=whole_number(env, RESTARTS_VAR) or 0,
             model_fallback=flag(env, FALLBACK_VAR, True),
+            record_dispatch=dispatch.setting(env.get(dispatch.DISPATCH_VAR)),
         )
 
 

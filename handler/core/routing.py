@@ -33,6 +33,8 @@ class Target:
     answer: Answer = Answer.PLAIN
     custom_id: str | None = None
     kind: str = "route"
+    # The body asks for a stream (server-sent events).
+    streams: bool = False
 
     @property
     def is_batch_line(self) -> bool:
@@ -148,11 +150,13 @@ def target(
             "stream_not_supported",
             "stream",
         )
+    streams = isinstance(record, dict) and bool(record.get("stream"))
     if route_hint:
-        return Target(checked_route(route_hint, served, "route"), _body(record, raw, model))
+        route = checked_route(route_hint, served, "route")
+        return Target(route, _body(record, raw, model), streams=streams)
     kind = kinds.choose(record, served)
     if kind is kinds.TGI:
         answer = Answer.TGI_DETAILS if tgi.wants_details(record) else Answer.TGI
         body = _body(tgi.to_completion(record), None, model)
-        return Target(kind.route, body, answer, kind=kind.name)
-    return Target(kind.route, _body(record, raw, model), kind=kind.name)
+        return Target(kind.route, body, answer, kind=kind.name, streams=streams)
+    return Target(kind.route, _body(record, raw, model), kind=kind.name, streams=streams)

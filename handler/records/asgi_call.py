@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from starlette.types import ASGIApp, Message, Scope
+from starlette.types import ASGIApp, Message, Receive, Scope
 
 Send = Callable[[Message], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
@@ -35,6 +35,36 @@ def request_headers(
     return headers
 
 
+def synthetic(scope: Scope, method: str, path: str, headers: Headers) -> Scope:
+    """The scope of an in-process request to `method path`, built from the client's `scope`
+    (its app, state and client address carry over)."""
+    return {
+        **scope,
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+    }
+
+
+def receiver(body: bytes, disconnected: asyncio.Event) -> Receive:
+    """An in-process request's `receive`: `body` in one message, then a disconnect once
+    `disconnected` is set."""
+    delivered = False
+
+    async def receive() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await disconnected.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 async def dispatch(
     app: ASGIApp,
     scope: Scope,
@@ -46,26 +76,7 @@ async def dispatch(
     disconnected: asyncio.Event,
 ) -> None:
     """Run `method path` with `body` on `app`, sending its response messages to `send`."""
-    synthetic = {
-        **scope,
-        "method": method,
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-    }
-    delivered = False
-
-    async def receive() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await disconnected.wait()
-        return {"type": "http.disconnect"}
-
-    await app(synthetic, receive, send)
+    await app(synthetic(scope, method, path, headers), receiver(body, disconnected), send)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from starlette.types import Scope
 
 from vllm_sagemaker.handler.core import usage
+from vllm_sagemaker.handler.core.dispatch import Way
 from vllm_sagemaker.handler.core.routing import Target
 from vllm_sagemaker.handler.records.asgi_call import Headers
 from vllm_sagemaker.handler.records.minibatch import Stop
@@ -55,7 +56,8 @@ class RecordContext:
     state); `headers` go to vLLM with every record (the client's, or only the API key for a
     batch the server runs itself); `adapter` names the LoRA adapter that answers every record;
     `priority` is the engine priority of batch lines (vLLM's priority scheduling); `batch_work`
-    marks records that run in the batch window (`priority=batch`), beside live traffic.
+    marks records that run in the batch window (`priority=batch`), beside live traffic;
+    `dispatch` is the way the invocation asked its records to reach vLLM (`core.dispatch`).
     """
 
     scope: Scope
@@ -65,6 +67,7 @@ class RecordContext:
     adapter: str | None = None
     priority: int | None = None
     batch_work: bool = False
+    dispatch: Way | None = None
     stop: Stop = field(default_factory=Stop)
     tally: Tally = field(default_factory=Tally)
 

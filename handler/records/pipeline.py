@@ -4,7 +4,8 @@ Every entry point (a real-time request, a record of a Batch Transform mini-batch
 offline batch file) goes through `Pipeline`: `target` decides the route, `answer` calls it
 in-process and shapes its answer for one client, `record` does both for one record of a
 multi-record body and always returns its output line. What they need to run is one
-`RecordContext`; none of them needs a client connection.
+`RecordContext`; none of them needs a client connection. The call goes to the route's serving
+object or to its HTTP route in-process, the way `core.dispatch` says: only the dispatch differs.
 """
 
 import asyncio
@@ -12,11 +13,11 @@ import json
 
 from starlette.types import ASGIApp, Scope
 
-from vllm_sagemaker.handler.core import formats, json_record, kinds, model_names, routing
+from vllm_sagemaker.handler.core import dispatch, formats, json_record, kinds, model_names, routing
 from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
 from vllm_sagemaker.handler.core.routing import BatchLineError, Target
 from vllm_sagemaker.handler.process.logs import logger
-from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records import asgi_call, serving
 from vllm_sagemaker.handler.records.context import RecordContext
 
 JSON_MEDIA = b"application/json"
@@ -27,9 +28,15 @@ MODELS_ROUTE = "/v1/models"
 
 
 class Pipeline:
-    def __init__(self, app: ASGIApp, model_fallback: bool = True) -> None:
+    def __init__(
+        self, app: ASGIApp, model_fallback: bool = True, way: dispatch.Way | None = None
+    ) -> None:
         self.app = app
         self.model_fallback = model_fallback
+        # The way records reach vLLM unless an invocation says (SAGEMAKER_RECORD_DISPATCH).
+        self.way = way
+        # The customer's script wraps vLLM's routes in middlewares (set once the server is up).
+        self.customer_middleware = False
         self._served: frozenset[str] | None = None
         self._probing = asyncio.Lock()
         self._served_names: tuple[str, ...] = ()
@@ -110,9 +117,24 @@ class Pipeline:
         )
 
     async def call(
-        self, context: RecordContext, target: Target, request_id: str
+        self, context: RecordContext, target: Target, request_id: str, record: bool = False
     ) -> asgi_call.Reply:
-        """Run the target's route in-process and return its whole answer."""
+        """Run the target's route in-process and return its whole answer: through its serving
+        object or its HTTP route, as `core.dispatch` decides (`record`: a record of a
+        multi-record body or a batch line)."""
+        way = dispatch.way(
+            context.dispatch or self.way,
+            record=record,
+            streams=target.streams,
+            known=target.route in serving.SERVING,
+            built=serving.handler(context.scope, target.route) is not None,
+            customer_middleware=self.customer_middleware,
+        )
+        if way is dispatch.Way.SERVING:
+            headers = asgi_call.request_headers(context.headers, target.body, request_id)
+            return await serving.call(
+                context.scope, target.route, target.body, headers, context.disconnected
+            )
         reply = asgi_call.Reply()
         await self.dispatch(context, target, request_id, reply.collect)
         return reply
@@ -143,7 +165,7 @@ class Pipeline:
         stop = context.stop
         try:
             if stop.reason is None:
-                reply = await self.call(context, target, request_id)
+                reply = await self.call(context, target, request_id, record=True)
                 if stop.reason is None or not _aborted(reply):
                     context.tally.count(target, reply.status, bytes(reply.body))
                     return self._line(target, reply, request_id)

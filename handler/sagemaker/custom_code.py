@@ -19,6 +19,9 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from model_hosting_container_standards.common.fastapi.middleware.registry import (
+    middleware_registry,
+)
 from model_hosting_container_standards.common.handler.registry import handler_registry
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -38,15 +41,21 @@ _REPLACED_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
 
 @dataclass(frozen=True)
 class Replaced:
-    """The customer functions answering /ping and /invocations, None where ours answers."""
+    """The customer functions answering /ping and /invocations, None where ours answers, and
+    the customer middlewares MHCS installed around vLLM's routes (`throttle`,
+    `pre_post_process`: the formatters): records then reach vLLM through its HTTP routes, which
+    those wrap (`core.dispatch`)."""
 
     ping: str | None = None
     invocations: str | None = None
+    middlewares: tuple[str, ...] = ()
 
 
 def replaced() -> Replaced:
     """What MHCS's bootstrap resolved (it runs in vLLM's build_app, before the server starts)."""
-    return Replaced(_customer(PING), _customer(INVOKE))
+    return Replaced(
+        _customer(PING), _customer(INVOKE), tuple(middleware_registry.list_middlewares())
+    )
 
 
 def _customer(handler_type: str) -> str | None:
@@ -62,14 +71,17 @@ def _customer(handler_type: str) -> str | None:
 def log(found: Replaced) -> None:
     """One line saying which script was found and what it replaced; nothing without one."""
     script = handler_specs.script_path(os.environ)
-    if not (os.path.isfile(script) or found.ping or found.invocations):
+    if not (os.path.isfile(script) or found.ping or found.invocations or found.middlewares):
         return
     logger.info(
-        "custom code: script %s%s; /ping answered by %s; /invocations answered by %s",
+        "custom code: script %s%s; /ping answered by %s; /invocations answered by %s%s",
         script,
         "" if os.path.isfile(script) else " (not found)",
         found.ping or "vllm-sagemaker",
         found.invocations or "vllm-sagemaker",
+        f"; middlewares {', '.join(found.middlewares)} wrap vLLM's routes, which records take"
+        if found.middlewares
+        else "",
     )
 
 

@@ -14,6 +14,7 @@ sends the mini-batch again once `serve` has restarted vLLM), or, not streamed ye
 """
 
 import asyncio
+import dataclasses
 import time
 import uuid
 
@@ -21,7 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from vllm_sagemaker.handler.batches.admission import metrics
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
-from vllm_sagemaker.handler.core import content_types, jsonlines
+from vllm_sagemaker.handler.core import content_types, dispatch, jsonlines
 from vllm_sagemaker.handler.core.config import Config
 from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.core.formats import batch_error_line
@@ -108,7 +109,7 @@ class Invocations:
             batch_work=batch_work,
         )
         try:
-            status = await self._invoke(context, receive, send, echo)
+            status = await self._invoke(context, receive, send, echo, marks)
         except ClientGone:
             status = CLIENT_GONE.status
         except CutOff as cut:
@@ -118,10 +119,18 @@ class Invocations:
         logger.info(_log_line(context, status, _ms_since(started)))
 
     async def _invoke(
-        self, context: RecordContext, receive: Receive, send: Send, echo: asgi_call.Headers
+        self,
+        context: RecordContext,
+        receive: Receive,
+        send: Send,
+        echo: asgi_call.Headers,
+        marks: dict[str, str],
     ) -> int:
         scope = context.scope
         try:
+            way = dispatch.asked(marks.get(dispatch.DISPATCH_KEY))
+            if way is not None:
+                context = dataclasses.replace(context, dispatch=way)
             framing = content_types.framing(text_header(scope, b"content-type"))
             body = await read_body(receive, self.config.max_payload_bytes)
             several = framing is content_types.Framing.JSON_LINES or (
