@@ -63,7 +63,8 @@ CPU = Engine(step_s=0.003, per_seq_s=0.0004, loop_per_line_s=0.00005)
 
 @dataclass(frozen=True)
 class Outcome:
-    target_s: float
+    # The target the rules learned (None: they never learned one).
+    target_s: float | None
     p95_s: float
     # Mean of what the rules allowed over the second half of the batch's run.
     window: float
@@ -85,8 +86,12 @@ def room(engine: Engine, target_s: float, full: int, seed: int) -> int:
     return best
 
 
-def simulate(engine: Engine, rate: float, settings: Settings, seed: int) -> Outcome:
-    """Live requests alone for IDLE_S (the baseline), then beside a batch for BATCH_S."""
+def simulate(
+    engine: Engine, rate: float, settings: Settings, seed: int, idle_s: float = IDLE_S
+) -> Outcome:
+    """Live requests alone for `idle_s` (the baseline), then beside a batch for BATCH_S. With
+    `idle_s` 0 the batch starts with the live traffic and never pauses: no live request ever
+    runs while no batch line does (a never-idle server)."""
     rng = random.Random(seed)
     state = rules.initial(settings)
     # (time, tie-break, kind, batch lines beside the request, its latency)
@@ -96,7 +101,7 @@ def simulate(engine: Engine, rate: float, settings: Settings, seed: int) -> Outc
         heapq.heappush(events, (time, len(events) + rng.random(), kind, lines, latency))
 
     at(rng.expovariate(rate), "arrive")
-    at(IDLE_S, "look")
+    at(idle_s, "look")
     in_flight, last_live = 0, -math.inf
     # Batch lines in flight, and since when more run than the window allows.
     running, beyond_since = 0.0, math.inf
@@ -104,7 +109,7 @@ def simulate(engine: Engine, rate: float, settings: Settings, seed: int) -> Outc
     windows: list[int] = []
     while events:
         now, _, kind, lines, latency = heapq.heappop(events)
-        if now > IDLE_S + BATCH_S:
+        if now > idle_s + BATCH_S:
             break
         state = rules.tick(state, settings, in_flight, last_live, now)
         if kind == "arrive":
@@ -117,18 +122,27 @@ def simulate(engine: Engine, rate: float, settings: Settings, seed: int) -> Outc
             state = rules.observe(state, settings, latency, lines, now)
             in_flight -= 1
             last_live = now
-            if now >= IDLE_S + BATCH_S / 2:
+            if now >= idle_s + BATCH_S / 2:
                 measured.append(latency)
         else:
             running, beyond_since = _follow(engine, state, settings, running, beyond_since, now)
             state = rules.loop_lag(state, settings, engine.lag_s(int(running)), int(running), now)
             at(now + LOOK_S, "look")
-        if now >= IDLE_S + BATCH_S / 2:
+        if now >= idle_s + BATCH_S / 2:
             windows.append(rules.limit(state, settings))
     target = state.target_s(settings)
-    assert target is not None
-    fits = room(engine, rules.AIM * target, settings.full, seed)
+    aim = rules.AIM * (idle_target(engine, settings, seed) if target is None else target)
+    fits = room(engine, aim, settings.full, seed)
     return Outcome(target, p95(measured), sum(windows) / len(windows), fits)
+
+
+def idle_target(engine: Engine, settings: Settings, seed: int) -> float:
+    """The target the rules should hold: the SLO, else the ratio times the engine's true p95
+    while no batch runs (of 1000 live requests)."""
+    if settings.slo_s is not None:
+        return settings.slo_s
+    rng = random.Random(seed)
+    return settings.slo_ratio * p95([engine.latency_s(0, rng) for _ in range(1000)])
 
 
 def _follow(
@@ -181,3 +195,18 @@ def test_a_cpu_like_engine_holds_the_target_with_the_window_it_allows(
     outcome = simulate(CPU, rate, TARGETS[target], seed)
     assert outcome.p95_s <= outcome.target_s
     assert outcome.window >= outcome.room / 2
+
+
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("engine", [GPU, CPU], ids=["gpu", "cpu"])
+def test_a_never_idle_server_never_learns_its_target_and_holds_a_sixteenth(
+    engine: Engine, rate: float
+) -> None:
+    """Issue 65: a batch from the start and live traffic throughout give no live request that
+    ran while no batch line did, so the default target is never learned and the window stays
+    at the sixteenth a live arrival stepped it to (or below, where the API server's cap held
+    the batch then)."""
+    settings = TARGETS["default"]
+    outcome = simulate(engine, rate, settings, seed=1, idle_s=0)
+    assert outcome.target_s is None
+    assert outcome.window <= 1.05 * settings.under_live
