@@ -9,9 +9,10 @@ still answered with a line, so the count always matches.
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from vllm_sagemaker.handler.core.errors import RequestError
 
@@ -22,15 +23,28 @@ CLIENT_GONE = RequestError(499, "the client closed the connection", "client_clos
 class Stop:
     """Why the records of a request that are still pending are given up: the first reason wins.
 
-    `event` is what in-process calls watch: vLLM aborts a request when it fires."""
+    In-process calls to vLLM's routes watch `event`; the serving calls `running` are cancelled
+    (`cancelling`). Either way vLLM aborts the request on the engine."""
 
     event: asyncio.Event = field(default_factory=asyncio.Event)
     reason: RequestError | None = None
+    running: set["asyncio.Future[Any]"] = field(default_factory=set)
 
     def __call__(self, reason: RequestError) -> None:
         if self.reason is None:
             self.reason = reason
             self.event.set()
+            for work in self.running:
+                work.cancel()
+
+    @contextlib.contextmanager
+    def cancelling(self, work: "asyncio.Future[Any]") -> Iterator[None]:
+        """While inside, a stop cancels `work`."""
+        self.running.add(work)
+        try:
+            yield
+        finally:
+            self.running.discard(work)
 
 
 class Slots(Protocol):

@@ -133,7 +133,7 @@ class Pipeline:
         if way is dispatch.Way.SERVING:
             headers = asgi_call.request_headers(context.headers, target.body, request_id)
             return await serving.call(
-                context.scope, target.route, target.body, headers, context.disconnected
+                context.scope, target.route, target.body, headers, context.stop
             )
         reply = asgi_call.Reply()
         await self.dispatch(context, target, request_id, reply.collect)

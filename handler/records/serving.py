@@ -38,6 +38,7 @@ from vllm.entrypoints.pooling.scoring.protocol import RerankRequest, ScoreReques
 from vllm.entrypoints.serve.engine.protocol import ErrorResponse
 
 from vllm_sagemaker.handler.records import asgi_call
+from vllm_sagemaker.handler.records.minibatch import Stop
 
 JSON = "application/json"
 JSON_HEADERS = [(b"content-type", JSON.encode())]
@@ -95,13 +96,13 @@ async def call(
     route: str,
     body: bytes,
     headers: asgi_call.Headers,
-    disconnected: asyncio.Event,
+    stop: Stop,
 ) -> asgi_call.Reply:
     """`route`'s answer to `body`, from its serving object (which `handler` found): what the
-    HTTP route would answer, status, headers and body. An empty answer when `disconnected` is
-    set first (the call is cancelled; vLLM aborts it on the engine)."""
+    HTTP route would answer, status, headers and body. An empty answer when `stop` fires first
+    (the call is cancelled; vLLM aborts it on the engine)."""
     synthetic = asgi_call.synthetic(scope, "POST", route, headers)
-    receive = asgi_call.receiver(body, disconnected)
+    receive = asgi_call.receiver(body, stop.event)
     request = Request(synthetic, receive)
     reply = asgi_call.Reply()
     try:
@@ -115,7 +116,7 @@ async def call(
             raise LookupError(f"no serving object answers {route}")
         with _load_tracked(request):
             try:
-                answer = await _until(serve(value, request), disconnected)
+                answer = await _until(serve(value, request), stop)
             except Exception as error:
                 answer = await _on_error(request, error)
     if answer is not None:
@@ -123,20 +124,20 @@ async def call(
     return reply
 
 
-async def _until(work: Awaitable[Any], disconnected: asyncio.Event) -> Any:
-    """`work`'s result, or None once `disconnected` is set first (`work` is cancelled, as it is
-    when the caller is)."""
+async def _until(work: Awaitable[Any], stop: Stop) -> Any:
+    """`work`'s result, or None once `stop` fires first (`work` is cancelled, as it is when the
+    caller is)."""
+    if stop.reason is not None:
+        return None
     task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(disconnected.wait())
-    try:
-        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not task.done():
-            task.cancel()
-    if task.done() and not task.cancelled():
-        return task.result()
-    return None
+    with stop.cancelling(task):
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if stop.reason is None or (current is not None and current.cancelling()):
+                raise
+            return None
 
 
 async def _on_error(request: Request, error: Exception) -> Response:

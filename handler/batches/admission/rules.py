@@ -5,6 +5,18 @@ The window is driven by what live requests measure against a target, up to the w
 - The target is `slo_s` when set, else `slo_ratio` times the tail of live latency while no batch
   ran (`baseline_s`: the 95th percentile of the last IDLE_SAMPLES such requests). Both sides of
   the default are tails: batch work may at most double a live request's p95.
+- A server whose batch started before any live request and never pauses has no such request,
+  so no target, and the window would hold `under_live` for good (issue 65). It makes the idle
+  spell itself (`observe`): the first live request measured beside batch work with no target
+  pauses the batch (a window of 0: reason "learn"; running lines finish, or are preempted),
+  and the live requests that then run beside no batch line are the baseline. After
+  LEARN_SAMPLES of them the window steps to `under_live` (reason "learned"), as after a
+  quiet spell, and the measurement takes it from there. The pause lasts LEARN_SAMPLES live
+  requests, once (40 s at 0.5 requests/s); a quiet spell ends it early, with the baseline
+  of the requests it measured. A window of 0, not a small one: beside a sixteenth, live p95
+  was 2.3x idle on 2 CPU cores (benchmarks/live_target.py, revision a09b1be) and 3x on the
+  simulation's CPU-like engine, so a baseline taken beside batch work would lift the target
+  by as much; beside no line, it is the baseline an idle server learns.
 - Each live request that ran beside batch work is a sample of the window it met (`observe`),
   compared with the aim, AIM of the target (the margin that keeps the p95 within it):
   - slower than the aim: the window halves from what ran (at most once per
@@ -54,6 +66,11 @@ from vllm_sagemaker.handler.core.config import DEFAULT_LIVE_RATIO
 IDLE_SAMPLES = 64
 # Live requests measured beside batch work whose tail says how much room is left (the newest).
 BESIDE_SAMPLES = 20
+# Live requests a server with no target measures with its batch paused before the batch goes
+# on: the baseline's tail is then the second slowest of 20, as the tail beside batch work is
+# (it reads a little low, so the target errs on the live side: 84-90 ms against a true 94 ms
+# in the simulation's GPU-like engine).
+LEARN_SAMPLES = BESIDE_SAMPLES
 # The percentile of the baseline and of the tail beside batch work: nearest rank (the fourth
 # slowest of 64, the second slowest of 20).
 TAIL_QUANTILE = 0.95
@@ -167,14 +184,20 @@ def _recent(state: State, sample: float, now: float) -> float:
 def observe(state: State, settings: Settings, latency_s: float, running: int, now: float) -> State:
     """A live request's latency, with `running` batch lines in flight when it arrived: the
     baseline while none ran; else the window halves when it missed the aim (AIM of the
-    target) and grows when it met it with the window in use."""
+    target) and grows when it met it with the window in use. With no target to aim at, the
+    batch pauses until LEARN_SAMPLES live requests have measured the server without it."""
     state = replace(state, recent_s=_recent(state, latency_s, now), sampled_at=now)
     if not running:
-        return replace(state, idle=(*state.idle, latency_s)[-IDLE_SAMPLES:])
+        state = replace(state, idle=(*state.idle, latency_s)[-IDLE_SAMPLES:])
+        if state.reason != "learn" or len(state.idle) < LEARN_SAMPLES:
+            return state
+        return replace(state, window=settings.under_live, changed_at=now, reason="learned")
     state = replace(state, beside=(*state.beside, latency_s)[-BESIDE_SAMPLES:])
+    if state.reason == "learn":
+        return state
     target = state.target_s(settings)
     if target is None:
-        return state
+        return replace(state, window=0, credit=0.0, changed_at=now, reason="learn")
     aim = AIM * target
     if latency_s > aim:
         if state.reason == "shrink" and now - state.changed_at < settings.shrink_every_s:
