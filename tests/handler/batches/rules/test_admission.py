@@ -30,6 +30,8 @@ def test_a_new_controller_gives_the_whole_window() -> None:
         # under live traffic the window is the measurement's
         (State(window=100, earned=100, reason="grow"), 100, "grow"),
         (State(window=12, earned=12, reason="shrink"), 12, "shrink"),
+        # ... and a batch paused to learn the target stays paused
+        (State(window=0, reason="learn"), 0, "learn"),
     ],
 )
 def test_a_live_arrival_after_a_quiet_spell_steps_back_before_it_hurts(
@@ -77,9 +79,6 @@ LEARNED = (0.05,) * 10
         (State(window=64, idle=LEARNED, reason="grow"), 0.04, 47, 64, "grow"),
         # the whole window already
         (State(window=256, idle=LEARNED, reason="grow"), 0.01, 256, 256, "grow"),
-        # no target known yet (no SLO, no live request seen while no batch ran): held
-        (State(window=8, reason="live arrived"), 0.01, 8, 8, "live arrived"),
-        (State(window=8, reason="live arrived"), 9.0, 8, 8, "live arrived"),
     ],
 )
 def test_each_live_request_beside_the_batch_moves_the_window(
@@ -90,6 +89,66 @@ def test_each_live_request_beside_the_batch_moves_the_window(
     if window != state.window:
         # what live latency allows now: the halved window, or the most it has grown to
         assert after.earned == (window if reason == "shrink" else max(window, state.earned))
+
+
+# A server that has measured all but the last of the live requests it learns its target from.
+ALMOST = (0.05,) * (admission.LEARN_SAMPLES - 1)
+
+
+@pytest.mark.parametrize(
+    ("state", "latency", "running", "window", "reason", "idle"),
+    [
+        # no target (no SLO, no live request yet while no batch ran): the batch pauses, fast
+        # or slow as the request was, and the request measured the batch, not the server
+        (State(window=16, reason="live arrived"), 0.01, 16, 0, "learn", 0),
+        (State(window=16, reason="live arrived"), 9.0, 16, 0, "learn", 0),
+        (State(window=16, credit=0.5, reason="live arrived"), 0.01, 4, 0, "learn", 0),
+        # paused: a request beside lines still running (they finish or are preempted) is no
+        # baseline, and the batch stays paused
+        (State(window=0, reason="learn"), 0.2, 5, 0, "learn", 0),
+        (State(window=0, idle=ALMOST, reason="learn"), 0.2, 1, 0, "learn", len(ALMOST)),
+        # a request beside no batch line is the baseline, as on an idle server
+        (State(window=0, reason="learn"), 0.05, 0, 0, "learn", 1),
+        # the last one it learns from: the window steps to a sixteenth, as after a quiet spell
+        (State(window=0, idle=ALMOST, reason="learn"), 0.05, 0, 16, "learned", len(ALMOST) + 1),
+        # a server that measured even one request while no batch ran has its target: no pause
+        (State(window=16, idle=(0.05,), reason="live arrived"), 0.01, 16, 18, "grow", 1),
+        # a request while no batch ran, outside a pause: the baseline, the window unchanged
+        (State(window=16, reason="live arrived"), 0.05, 0, 16, "live arrived", 1),
+    ],
+)
+def test_a_server_with_no_target_pauses_the_batch_to_learn_it(
+    state: State, latency: float, running: int, window: int, reason: str, idle: int
+) -> None:
+    """A batch that started before any live request and never pauses leaves no live request
+    beside no batch line: the window makes that spell itself, for LEARN_SAMPLES requests."""
+    after = admission.observe(state, S, latency, running, now=5.0)
+    assert (after.window, after.reason, len(after.idle)) == (window, reason, idle)
+    if reason in ("learn", "learned"):
+        assert after.credit == 0.0
+        assert after.earned == state.earned
+
+
+def test_a_server_with_a_fixed_target_never_pauses_the_batch() -> None:
+    fixed = Settings(full=256, slo_s=0.5)
+    after = admission.observe(State(window=16, reason="live arrived"), fixed, 0.01, 16, 5.0)
+    assert (after.window, after.reason) == (18, "grow")
+
+
+def test_a_never_idle_server_learns_its_target_then_grows() -> None:
+    """The whole course on a server whose batch never stopped: a live arrival steps the
+    window to a sixteenth, the first answer pauses the batch, LEARN_SAMPLES requests beside no
+    line set the target, and the window goes on from a sixteenth by measurement."""
+    state = admission.live_arrived(admission.initial(S), S, now=1.0)
+    state = admission.observe(state, S, 0.04, running=16, now=1.3)
+    assert (state.window, state.reason, state.target_s(S)) == (0, "learn", None)
+    for index in range(admission.LEARN_SAMPLES):
+        state = admission.observe(state, S, 0.04 + index / 1000, running=0, now=2.0 + index)
+    # the second slowest of 20: 0.058 s, so a target of 116 ms
+    assert state.target_s(S) == pytest.approx(0.116)
+    assert (state.window, state.reason) == (S.under_live, "learned")
+    state = admission.observe(state, S, 0.03, running=16, now=30.0)
+    assert (state.window, state.reason) == (18, "grow")
 
 
 @pytest.mark.parametrize(
@@ -143,6 +202,9 @@ def test_the_recent_latency_on_metrics_is_a_mean_over_time() -> None:
         (State(window=4, reason="grow", changed_at=1.0), 2, -9.0, 9.0, 4, "grow"),
         # already quiet and full: unchanged (changed_at kept)
         (State(window=256, reason="quiet", changed_at=1.0), 0, 0.0, 9.0, 256, "quiet"),
+        # a pause to learn the target ends with the live traffic
+        (State(window=0, reason="learn", changed_at=0.0), 0, 1.0, 3.0, 256, "quiet"),
+        (State(window=0, reason="learn", changed_at=0.0), 0, 1.5, 3.0, 0, "learn"),
     ],
 )
 def test_a_quiet_spell_gives_the_whole_window(
@@ -160,6 +222,7 @@ def test_a_quiet_spell_gives_the_whole_window(
         (8, 2, 0.5, 0),  # just shrunk: short lines finish on their own
         (8, 2, admission.PREEMPT_AFTER_S, 6),  # still beyond it: the excess
         (300, 16, 9.0, admission.PREEMPT_AT_ONCE),  # a few at a time
+        (5, 0, admission.PREEMPT_AFTER_S, 5),  # paused to learn the target: every one
         (0, 1, 9.0, 0),
     ],
 )
@@ -210,6 +273,8 @@ def test_the_api_server_cap_follows_its_event_loop(
         (State(window=64, cap=40, earned=64, reason="live arrived"), 64),
         # in a quiet spell the cap holds as the loop measures it
         (State(window=256, cap=40, earned=100, reason="quiet"), 40),
+        # paused to learn the target: nothing, whatever the cap
+        (State(window=0, cap=40, reason="learn"), 0),
     ],
 )
 def test_the_limit_is_the_window_within_the_cap(state: State, expected: int) -> None:

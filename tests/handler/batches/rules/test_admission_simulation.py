@@ -15,8 +15,12 @@ in a step of its own (the live-first scheduler), then its first token reaches th
 through the API server's loop; each is jittered. Batch lines take what the rules allow
 (`limit`) at once, but leave only as they finish or are preempted, and the engine runs at most
 240 of them (fifteen sixteenths of 256 slots).
+
+Each case runs live traffic alone first (the baseline the default target is learned from), or,
+for a never-idle server, beside a batch from the start (issue 65).
 """
 
+import functools
 import heapq
 import math
 import random
@@ -86,12 +90,14 @@ def room(engine: Engine, target_s: float, full: int, seed: int) -> int:
     return best
 
 
+@functools.cache
 def simulate(
     engine: Engine, rate: float, settings: Settings, seed: int, idle_s: float = IDLE_S
 ) -> Outcome:
     """Live requests alone for `idle_s` (the baseline), then beside a batch for BATCH_S. With
     `idle_s` 0 the batch starts with the live traffic and never pauses: no live request ever
-    runs while no batch line does (a never-idle server)."""
+    runs while no batch line does (a never-idle server). Seeded, so the same arguments give
+    the same outcome: the never-idle cases reuse the idle-first ones (cached)."""
     rng = random.Random(seed)
     state = rules.initial(settings)
     # (time, tie-break, kind, batch lines beside the request, its latency)
@@ -178,7 +184,8 @@ TARGETS = {
 def test_a_gpu_like_engine_ends_with_the_window_near_full_within_the_target(
     rate: float, target: str
 ) -> None:
-    outcome = simulate(GPU, rate, TARGETS[target], seed=1)
+    outcome = simulate(GPU, rate, TARGETS[target], 1)
+    assert outcome.target_s is not None
     assert outcome.window >= 0.95 * 512
     assert outcome.p95_s <= outcome.target_s
 
@@ -193,20 +200,43 @@ def test_a_cpu_like_engine_holds_the_target_with_the_window_it_allows(
     leaves: the rules settle where about one live request in 45 misses the aim, a tighter tail
     than the p95 the room is measured at."""
     outcome = simulate(CPU, rate, TARGETS[target], seed)
+    assert outcome.target_s is not None
     assert outcome.p95_s <= outcome.target_s
     assert outcome.window >= outcome.room / 2
 
 
+# The window a never-idle server reaches, at least, as a share of the same case's with an idle
+# spell first: its batch pauses for LEARN_SAMPLES live requests and grows back from a sixteenth,
+# later into the measured half (at 0.5 requests/s on the GPU-like engine: 431 of 512), and a
+# few lines either way move a window of 2-3 lines (the 1.5x target on the CPU-like engine).
+NEVER_IDLE_SHARE = 0.7
+
+
+def never_idle_case(engine: Engine, rate: float, settings: Settings, seed: int) -> None:
+    """A batch from the start and live traffic throughout: no live request ever runs while no
+    batch line does, unless the rules pause the batch to learn the target (issue 65: the
+    window held a sixteenth under live traffic, and on the CPU-like engine the live p95 at
+    1.5x the target). The live p95 is within the true target (twice the engine's idle p95,
+    not the learned one), and the window near the one an idle spell first would give."""
+    never_idle = simulate(engine, rate, settings, seed, idle_s=0)
+    idle_first = simulate(engine, rate, settings, seed)
+    assert never_idle.target_s is not None
+    assert never_idle.p95_s <= idle_target(engine, settings, seed)
+    assert never_idle.window >= NEVER_IDLE_SHARE * idle_first.window
+
+
 @pytest.mark.parametrize("rate", RATES)
-@pytest.mark.parametrize("engine", [GPU, CPU], ids=["gpu", "cpu"])
-def test_a_never_idle_server_never_learns_its_target_and_holds_a_sixteenth(
-    engine: Engine, rate: float
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_never_idle_gpu_like_engine_learns_its_target_and_grows_the_window(
+    rate: float, target: str
 ) -> None:
-    """Issue 65: a batch from the start and live traffic throughout give no live request that
-    ran while no batch line did, so the default target is never learned and the window stays
-    at the sixteenth a live arrival stepped it to (or below, where the API server's cap held
-    the batch then)."""
-    settings = TARGETS["default"]
-    outcome = simulate(engine, rate, settings, seed=1, idle_s=0)
-    assert outcome.target_s is None
-    assert outcome.window <= 1.05 * settings.under_live
+    never_idle_case(GPU, rate, TARGETS[target], 1)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_never_idle_cpu_like_engine_learns_its_target_and_holds_it(
+    rate: float, target: str, seed: int
+) -> None:
+    never_idle_case(CPU, rate, TARGETS[target], seed)
