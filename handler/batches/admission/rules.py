@@ -46,12 +46,29 @@ The window is driven by what live requests measure against a target, up to the w
 The API server's cap (`loop_lag`): batch lines and live requests share its one event loop, first
 in, first out, so batch output the loop cannot keep up with queues ahead of every live request
 before it even reaches the engine (113-218 ms in benchmarks/timeline.py with the whole window on
-2 cores). While the loop wakes later than `lag_target_s` the cap halves (at most every
-`shrink_every_s`); while it keeps up, the cap grows by an eighth every `grow_every_s`, up to the
-whole window. It holds with or without live traffic, so the backlog is not there when a live
-request arrives after a batch-only spell; lines above the cap finish on their own (only the
-window preempts). `limit` is the smaller of the two, the cap taken no lower than `earned` under
-live traffic.
+2 cores). It holds with or without live traffic, so the backlog is not there when a live request
+arrives after a batch-only spell; lines above the cap finish on their own (only the window
+preempts). While the loop wakes later than `lag_target_s` the cap halves from the lines in
+flight, once per effect, as TCP reduces once per window of data:
+
+- only once the lines in flight have come down to it (the last halving took effect: from 512
+  lines that takes 2-3 s on the simulation's CPU-like engine), at most every `shrink_every_s`.
+  Halving every `shrink_every_s` on time alone took that engine's cap from 512 to 8 lines while
+  its first halving was still taking effect, and 15 s to climb back to 100;
+- again only if the last halving, once it took effect, brought the lag down to LAG_EFFECT of the
+  highest lag from it until then (a moving average is still catching up with the lines it
+  halved from). A lag that did not come down is not the batch's doing: the cap holds there
+  (`cap_held`) while the loop lags (a constant 12 ms took it to one line for good before: now
+  to 256 of 512, or 64 beside the batch's own lag);
+- never below `under_live`, the window a live arrival steps back to after a quiet spell: chance
+  dips of a noisy lag that is not the batch's read as a halving's effect, and would walk the cap
+  down to a line (12 ms on average: 1-9 lines before).
+
+While the loop keeps up the cap grows by an eighth every `grow_every_s`, up to the whole window,
+and the next lag above the target is judged afresh. On the simulation's CPU-like engine, whose
+loop lags 10 ms at 200 lines, the cap settles within 5 s of a batch-only spell into a sawtooth
+of 102-204 lines. `limit` is the smaller of the window and the cap, the cap taken no lower than
+`earned` under live traffic.
 
 `State.reason` says why the window last changed, for the log line; anything but "quiet" means
 live traffic is about.
@@ -94,6 +111,11 @@ USED = 0.75
 # gave live requests a p99 of 48x idle instead of 3-6x.
 PREEMPT_AT_ONCE = 8
 PREEMPT_AFTER_S = 2.0
+# The API server's cap halves again only if its last halving, once it took effect, brought the
+# loop's lag down to this share of what it was: halving the lines halves a lag the batch alone
+# causes (1/2) and leaves one it does not cause as it was (1), so 3/4 is the batch causing at
+# least half of the lag.
+LAG_EFFECT = 0.75
 
 
 @dataclass(frozen=True)
@@ -133,6 +155,11 @@ class State:
     # The API server's cap (`loop_lag`); None: none yet, the whole window.
     cap: int | None = None
     cap_changed_at: float = float("-inf")
+    # The loop's lag the cap's last halving is judged by: the highest from the halving until it
+    # took effect (None: no halving since the cap last grew). And whether it halves no further
+    # while the loop lags (the last halving did not bring the lag down, or it is at its floor).
+    cap_lag_s: float | None = None
+    cap_held: bool = False
 
     @property
     def baseline_s(self) -> float | None:
@@ -241,16 +268,30 @@ def to_preempt(running: int, window: int, exceeded_for_s: float) -> int:
 
 
 def loop_lag(state: State, settings: Settings, lag_s: float, running: int, now: float) -> State:
-    """The API server's event loop woke `lag_s` late with `running` batch lines in flight: the
-    cap halves from what runs while the loop lags, and grows by an eighth while it keeps up."""
+    """The API server's event loop woke `lag_s` late with `running` batch lines in flight. Above
+    `lag_target_s` the cap halves from what runs, once per effect: only once the lines in flight
+    have come down to it (the last halving took effect; lines above it only finish), at most
+    every `shrink_every_s`, never below `under_live`, and not again when the last halving did
+    not bring the lag down to LAG_EFFECT of what it was (that lag is not the batch's: the cap
+    holds). While the loop keeps up the cap grows by an eighth every `grow_every_s`, and the
+    next lag above the target is judged afresh."""
     cap = settings.full if state.cap is None else state.cap
     if lag_s > settings.lag_target_s:
-        if now - state.cap_changed_at < settings.shrink_every_s:
+        if running > cap or now - state.cap_changed_at < settings.shrink_every_s:
+            # Until the last halving took effect, the lag it is judged by is the highest since
+            # (a moving average is still catching up with the lines it halved from).
+            if state.cap_lag_s is not None and lag_s > state.cap_lag_s:
+                return replace(state, cap_lag_s=lag_s)
             return state
-        return replace(state, cap=max(settings.floor, min(cap, running) // 2), cap_changed_at=now)
+        halved = max(settings.under_live, min(cap, running) // 2)
+        helped = state.cap_lag_s is None or lag_s <= LAG_EFFECT * state.cap_lag_s
+        if not helped or halved >= cap:
+            return state if state.cap_held else replace(state, cap_held=True)
+        return replace(state, cap=halved, cap_changed_at=now, cap_lag_s=lag_s, cap_held=False)
     if cap >= settings.full or now - state.cap_changed_at < settings.grow_every_s:
         return state
-    return replace(state, cap=min(settings.full, cap + max(1, cap // 8)), cap_changed_at=now)
+    grown = min(settings.full, cap + max(1, cap // 8))
+    return replace(state, cap=grown, cap_changed_at=now, cap_lag_s=None, cap_held=False)
 
 
 def limit(state: State, settings: Settings) -> int:

@@ -90,6 +90,19 @@ class BatchWindow:
                 state.cap,
                 self.lag_s * 1000,
             )
+        if state.cap_held and not self.state.cap_held:
+            # it halves no further while the loop lags: at its floor, or its last halving did
+            # not bring the lag down
+            cap = state.cap or self.settings.full
+            logger.info(
+                "batch cap: holds at %d (the API server's event loop %.0f ms late, %s)",
+                cap,
+                self.lag_s * 1000,
+                "its floor"
+                if cap <= self.settings.under_live
+                else "%.0f ms when it last halved: not the batch's doing"
+                % ((state.cap_lag_s or 0) * 1000),
+            )
         if rules.limit(state, self.settings) != rules.limit(self.state, self.settings):
             self._notify()
         self.state = state
@@ -136,7 +149,7 @@ class BatchWindow:
         # No batch work left: the next batch starts from the whole window (its own load is
         # what the cap will follow).
         self.lag_s = 0.0
-        self._update(dataclasses.replace(self.state, cap=None))
+        self._update(dataclasses.replace(self.state, cap=None, cap_lag_s=None, cap_held=False))
 
     def note_lag(self, late_s: float, now: float) -> None:
         """One wake-up of the event loop `late_s` seconds late: into the moving average, and

@@ -1,7 +1,9 @@
 """The batch admission rules (handler.batches.admission.rules), with no engine: halve when a live
-request misses the target, grow while they meet it, the whole window after a quiet spell."""
+request misses the target, grow while they meet it, the whole window after a quiet spell; the API
+server's cap halves once per effect."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -259,6 +261,63 @@ def test_the_api_server_cap_follows_its_event_loop(
     state: State, lag_s: float, running: int, now: float, cap: int | None
 ) -> None:
     assert admission.loop_lag(state, LAG, lag_s, running, now).cap == cap
+
+
+# The last halving of the cap, at 5.0 s with 30 ms of lag: 256 lines in flight -> 128.
+HALVED = State(window=256, cap=128, cap_changed_at=0.0, cap_lag_s=0.03)
+
+
+@pytest.mark.parametrize(
+    ("state", "lag_s", "running", "cap", "cap_lag_s", "held"),
+    [
+        # the first lag above the target: halves from what runs, and keeps the lag it halved at
+        (State(window=256), 0.03, 256, 128, 0.03, False),
+        # the last halving has not taken effect (lines above the cap only finish): no other,
+        # however long it takes
+        (HALVED, 0.02, 200, 128, 0.03, False),
+        (HALVED, 0.011, 129, 128, 0.03, False),
+        # ... and the lag it is judged by is the highest until then (a moving average is still
+        # catching up with the lines it halved from)
+        (replace(HALVED, cap_lag_s=0.012), 0.03, 200, 128, 0.03, False),
+        # taken effect, and the lag came down to 3/4 of it or less: the batch's doing, halve again
+        (HALVED, 0.015, 128, 64, 0.015, False),
+        (HALVED, 0.022, 128, 64, 0.022, False),
+        (HALVED, 0.015, 90, 45, 0.015, False),
+        # taken effect, and it did not: not the batch's doing, the cap holds there
+        (HALVED, 0.025, 128, 128, 0.03, True),
+        (HALVED, 0.04, 128, 128, 0.03, True),
+        (replace(HALVED, cap_held=True), 0.03, 128, 128, 0.03, True),
+        # ... until the lag comes down after all
+        (replace(HALVED, cap_held=True), 0.02, 128, 64, 0.02, False),
+        # never below the floor, a sixteenth of the window (16 of 256)
+        (State(window=256, cap=20), 0.03, 20, 16, 0.03, False),
+        (State(window=256, cap=16), 0.03, 16, 16, None, True),
+        (State(window=256, cap=16, cap_lag_s=0.04), 0.02, 16, 16, 0.04, True),
+        # the loop keeps up again: the cap grows, and the next lag above the target is judged
+        # afresh
+        (replace(HALVED, cap_held=True), 0.005, 128, 144, None, False),
+        (replace(HALVED, cap_changed_at=4.5), 0.005, 128, 128, 0.03, False),
+    ],
+)
+def test_the_cap_halves_once_per_effect(
+    state: State, lag_s: float, running: int, cap: int, cap_lag_s: float | None, held: bool
+) -> None:
+    """Like TCP, which reduces once per window: the cap halves again only once the lines in
+    flight came down to it, and only while halving brings the lag down (LAG_EFFECT)."""
+    after = admission.loop_lag(state, LAG, lag_s, running, now=5.0)
+    assert (after.cap, after.cap_lag_s, after.cap_held) == (cap, cap_lag_s, held)
+    assert after.cap_changed_at == (5.0 if cap != state.cap else state.cap_changed_at)
+
+
+def test_the_cap_halves_no_further_under_a_lag_the_batch_does_not_cause() -> None:
+    """A constant lag of 12 ms whatever runs: before, the cap halved every shrink_every_s down
+    to one line; now the first halving, once it took effect, shows it did not help."""
+    state, running = State(window=256), 256
+    for tick in range(200):
+        now = tick * 0.05
+        state = admission.loop_lag(state, LAG, 0.012, running, now)
+        running = max(admission.limit(state, LAG), running - 4)
+    assert (state.cap, state.cap_held, running) == (128, True, 128)
 
 
 @pytest.mark.parametrize(
