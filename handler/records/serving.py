@@ -110,6 +110,10 @@ async def call(
     except ValidationError as error:
         errors = [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
         answer = await _on_error(request, RequestValidationError(errors, body=body))
+    except Exception as error:
+        # A request model's own validator may raise vLLM's errors (VLLMValidationError is not a
+        # ValueError, so pydantic lets it through): FastAPI hands them to the app's handlers.
+        answer = await _on_error(request, error)
     else:
         serve = handler(scope, route)
         if serve is None:
