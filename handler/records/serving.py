@@ -129,19 +129,25 @@ async def call(
 
 
 async def _until(work: Awaitable[Any], stop: Stop) -> Any:
-    """`work`'s result, or None once `stop` fires first (`work` is cancelled, as it is when the
-    caller is)."""
+    """`work`'s result, or None once `stop` fires first, as vLLM's `with_cancellation` answers a
+    client gone: `work` is cancelled (as it is when the caller is), and whatever it still
+    returns (vLLM answers its own cancellation with a "Client disconnected" error) is dropped."""
     if stop.reason is not None:
         return None
     task = asyncio.ensure_future(work)
     with stop.cancelling(task):
         try:
-            return await task
+            result = await task
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if stop.reason is None or (current is not None and current.cancelling()):
+            if current is not None and current.cancelling():
                 raise
             return None
+        except Exception:
+            if task.cancelling():
+                return None
+            raise
+    return None if task.cancelling() else result
 
 
 async def _on_error(request: Request, error: Exception) -> Response:
