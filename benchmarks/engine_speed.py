@@ -15,7 +15,8 @@ bodies, against `LLM.generate`), both on the tiny Llama with `--tokens` generate
 2. `batches`: the server's `/v1/batches` of `--lines` lines, steady state (`in_progress` to
    `completed`), against the engine call alone.
 3. `whole`: `vllm-sagemaker batch --model` against a script that reads the same file into the
-   engine and writes the answers: whole processes, engine start included (one API server).
+   engine and writes the answers: whole processes, engine start included (one API server;
+   its CPU is not told apart from the engine's there, so its columns are `-`).
 
 How the two ways run side by side. Transform: on one server, the `route` runs send the custom
 attribute `dispatch=route` with every call (the `transform` command has no option for it, so
@@ -25,15 +26,17 @@ this tree run side by side, one with SAGEMAKER_RECORD_DISPATCH=route (the old in
 route path), one with the default. `whole`: SAGEMAKER_RECORD_DISPATCH=route in `batch
 --model`'s environment. Every (path, API-server count) runs each way and the engine in a
 palindrome, e.g. route, serving, LLM, LLM, serving, route: ABBA for every pair, so what drifts
-over the run falls on each side alike. A few records through each server each way first, and
-each engine call once, so no side's first run pays a fresh start.
+over the run falls on each side alike. First, a few records through each server each way (and
+a small batch through `/v1/batches`) and each engine call once, so no side's first measured
+run pays what a fresh start pays.
 
 Beside each: CPU milliseconds per record of the API-server process(es) (the process running
 vLLM's CLI; with `--api-server-count N` its `VLLM::APIServer_*` processes, summed; never the
 engine core `VLLM::EngineCore`, its worker, nor `serve`, the supervisor) over the whole run
 (upload and polling included for `/v1/batches`); the records per second one API-server core
 can feed, 1000 / that (the front end's ceiling a GPU user meets, whose engine no longer
-waits); the same of `vllm.LLM`'s process (its front end; its engine core runs in a child);
+waits; with N API servers on N free cores, N times that); the same of `vllm.LLM`'s process
+(its front end, reading and writing the files included; its engine core runs in a child);
 the engine's steps and tokens per step (a queue that runs dry shows as more steps with fewer
 tokens each). `--api-servers 1 2` runs the server paths with one API server, then two
 (SM_VLLM_API_SERVER_COUNT=2); the engine has its own process in both. Real-time overhead
@@ -77,10 +80,12 @@ from benchmarks.engine_runs import (
     warm,
     whole_process,
 )
-from benchmarks.engine_speed_table import LLM, Row, Table, palindrome, text_line, write
+from benchmarks.engine_speed_table import LEGEND, LLM, Row, Table, palindrome, text_line, write
 from tests.support import model_factory, servers
 
 ROUTE_ENV = {DISPATCH_VAR: "route"}
+# Records (and batch lines) of each kind every side runs before it is measured.
+WARM = 16
 
 
 class Bench:
@@ -95,10 +100,8 @@ class Bench:
             )
             for kind in kinds
         }
-        # A few records of each kind, that every side runs once before it is measured.
         self.warm = {
-            kind.name: line_files(kind, root, 16, args.tokens, kind.name + "-w")[1]
-            for kind in kinds
+            kind.name: line_files(kind, root, WARM, args.tokens, kind.name + "-w") for kind in kinds
         }
 
     def add(self, table: Table, row: Row, all_tables: list[Table]) -> None:
@@ -199,7 +202,8 @@ def bench_model(
     bench = Bench(kinds, root, args)
     mine = {}
     for kind in kinds:
-        what = f"x {args.tokens} generated tokens, tiny Llama" if name == "llama" else name
+        what = f"x {args.tokens} generated tokens, tiny Llama"
+        what = what if name == "llama" else "all-MiniLM-L6-v2"
         title = (
             f"{args.lines} batch lines / {args.records} Transform records {what}, "
             f"engine {ENGINE}, {os.cpu_count()} cores"
@@ -214,12 +218,15 @@ def bench_model(
     offline = Offline(model)
     try:
         for kind in kinds:
-            offline.run(kind.call, bench.warm[kind.name], root / "warm.jsonl")
+            offline.run(kind.call, bench.warm[kind.name][1], root / "warm.jsonl")
         for count in args.api_servers:
             with started(model, count, root, args) as running:
                 for server in running.values():
                     for kind in kinds:
-                        warm(server, bench.warm[kind.name])
+                        lines, records = bench.warm[kind.name]
+                        warm(server, records)
+                        if "batches" in args.paths:
+                            batches_api(server, lines, kind.url, WARM)
                 for kind in kinds:
                     bench.on_servers(kind, count, running, offline, mine[kind.name], tables)
     finally:
@@ -258,6 +265,7 @@ def main() -> None:
             kinds = [KINDS[kind] for kind in args.kinds if KINDS[kind].model == name]
             if kinds:
                 bench_model(name, model(), kinds, root, args, tables)
+    print("\n" + LEGEND)
     for table in tables:
         print(table.text())
     write(tables, args.markdown)
