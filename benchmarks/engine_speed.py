@@ -234,7 +234,7 @@ def bench_model(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=12000, help="lines of each batch")
     parser.add_argument("--records", type=int, default=4000, help="records of each job")
     parser.add_argument("--tokens", type=int, default=32)
