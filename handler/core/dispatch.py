@@ -14,8 +14,8 @@ lines of server-side batches go that way. The HTTP route, in-process as before, 
 | SAGEMAKER_RECORD_DISPATCH=route (the whole container)          |         |
 | one real-time request (streamed through as vLLM produces it)   | route   |
 | a body that asks to stream                                     | route   |
-| a route the serving table does not know (/v1/responses, ...)   | route   |
-| a route whose serving object this server has not built         | route   |
+| no serving object answers the route here: the table does not  | route   |
+| know it (/v1/responses, ...) or this server did not build it   |         |
 | customer middlewares or formatters (MHCS): they wrap the route | route   |
 | anything else                                                  | serving |
 
@@ -72,17 +72,16 @@ def way(
     chosen: Way | None,
     record: bool,
     streams: bool,
-    known: bool,
-    built: bool,
+    served: bool,
     customer_middleware: bool,
 ) -> Way:
     """The way one request reaches vLLM, by the table in this module's docstring.
 
     `chosen`: what the invocation or the container asked for; `record`: a record of a
     multi-record body or a batch line (not one real-time request); `streams`: its body asks to
-    stream; `known`: the serving table knows its route; `built`: this server built that
-    route's serving object; `customer_middleware`: the customer's script registered
-    middlewares or formatters around vLLM's routes."""
-    if chosen is Way.ROUTE or not record or streams or not known or not built:
+    stream; `served`: a serving object answers its route on this server;
+    `customer_middleware`: the customer's script registered middlewares or formatters around
+    vLLM's routes."""
+    if chosen is Way.ROUTE or not record or streams or not served:
         return Way.ROUTE
     return Way.ROUTE if customer_middleware else Way.SERVING

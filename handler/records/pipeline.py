@@ -122,18 +122,18 @@ class Pipeline:
         """Run the target's route in-process and return its whole answer: through its serving
         object or its HTTP route, as `core.dispatch` decides (`record`: a record of a
         multi-record body or a batch line)."""
+        serve = serving.handler(context.scope, target.route)
         way = dispatch.way(
             context.dispatch or self.way,
             record=record,
             streams=target.streams,
-            known=target.route in serving.SERVING,
-            built=serving.handler(context.scope, target.route) is not None,
+            served=serve is not None,
             customer_middleware=self.customer_middleware,
         )
-        if way is dispatch.Way.SERVING:
+        if serve is not None and way is dispatch.Way.SERVING:
             headers = asgi_call.request_headers(context.headers, target.body, request_id)
             return await serving.call(
-                context.scope, target.route, target.body, headers, context.stop
+                context.scope, target.route, target.body, headers, context.stop, serve
             )
         reply = asgi_call.Reply()
         await self.dispatch(context, target, request_id, reply.collect)

@@ -97,8 +97,9 @@ async def call(
     body: bytes,
     headers: asgi_call.Headers,
     stop: Stop,
+    serve: Handler,
 ) -> asgi_call.Reply:
-    """`route`'s answer to `body`, from its serving object (which `handler` found): what the
+    """`route`'s answer to `body`, from its serving object `serve` (`handler`): what the
     HTTP route would answer, status, headers and body. An empty answer when `stop` fires first
     (the call is cancelled; vLLM aborts it on the engine)."""
     synthetic = asgi_call.synthetic(scope, "POST", route, headers)
@@ -115,9 +116,6 @@ async def call(
         # ValueError, so pydantic lets it through): FastAPI hands them to the app's handlers.
         answer = await _on_error(request, error)
     else:
-        serve = handler(scope, route)
-        if serve is None:
-            raise LookupError(f"no serving object answers {route}")
         with _load_tracked(request):
             try:
                 answer = await _until(serve(value, request), stop)

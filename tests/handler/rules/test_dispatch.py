@@ -18,8 +18,7 @@ SERVED: dict[str, Any] = {
     "chosen": None,
     "record": True,
     "streams": False,
-    "known": True,
-    "built": True,
+    "served": True,
     "customer_middleware": False,
 }
 
@@ -38,10 +37,8 @@ SERVED: dict[str, Any] = {
         ),
         ("a body that asks to stream", {"streams": True}, Way.ROUTE),
         ("a stream, serving asked for", {"streams": True, "chosen": Way.SERVING}, Way.ROUTE),
-        ("a route the serving table does not know", {"known": False}, Way.ROUTE),
-        ("an unknown route, serving asked for", {"known": False, "chosen": Way.SERVING}, Way.ROUTE),
-        ("a serving object this server has not built", {"built": False}, Way.ROUTE),
-        ("not built, serving asked for", {"built": False, "chosen": Way.SERVING}, Way.ROUTE),
+        ("no serving object answers the route here", {"served": False}, Way.ROUTE),
+        ("no serving object, serving asked", {"served": False, "chosen": Way.SERVING}, Way.ROUTE),
         ("customer middlewares or formatters", {"customer_middleware": True}, Way.ROUTE),
         (
             "customer middlewares, serving asked for",
@@ -54,8 +51,7 @@ SERVED: dict[str, Any] = {
                 "chosen": Way.ROUTE,
                 "record": False,
                 "streams": True,
-                "known": False,
-                "built": False,
+                "served": False,
                 "customer_middleware": True,
             },
             Way.ROUTE,
