@@ -49,6 +49,7 @@ LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true
 
 WORKDIR /opt/vllm-sagemaker
 COPY pyproject.toml README.md ./
+COPY core ./core
 COPY container ./container
 COPY handler ./handler
 COPY deploy ./deploy

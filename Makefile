@@ -48,12 +48,12 @@ image: $(STAMP)
 serve: $(STAMP)
 	SM_VLLM_MODEL="$(MODEL)" HF_HUB_OFFLINE=1 $(VENV)/bin/serve
 
-# The type checker sees the three folders as the package they install as (see [tool.mypy]).
+# The type checker sees the four folders as the package they install as (see [tool.mypy]).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/hadolint Dockerfile
 	mkdir -p .typecheck/vllm_sagemaker
-	for d in container handler deploy; do ln -sfn ../../$$d .typecheck/vllm_sagemaker/$$d; done
+	for d in core container handler deploy; do ln -sfn ../../$$d .typecheck/vllm_sagemaker/$$d; done
 	$(VENV)/bin/mypy -p vllm_sagemaker
 
 test: lint image

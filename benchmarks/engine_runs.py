@@ -30,7 +30,7 @@ ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 OFFLINE = [sys.executable, "-m", "benchmarks.offline_engine"]
 INVOCATION_MS = re.compile(r"^.*\binvocation id=.* ms=([0-9.]+)$", re.MULTILINE)
 # The environment variable and the custom attribute that send records the old way, through
-# vLLM's HTTP routes in-process (handler/core/dispatch.py).
+# vLLM's HTTP routes in-process (core/dispatch.py).
 DISPATCH_VAR, ROUTE_ATTRIBUTE = "SAGEMAKER_RECORD_DISPATCH", "dispatch=route"
 # `vllm-sagemaker transform`, with a custom attribute on every call when one is given (the
 # command has no option for them): the same client, the same runs, one header more.

@@ -7,7 +7,7 @@ p95s are compared (ratio: /invocations over the direct route, at each):
 - a short chat (8 tokens), on the tiny Llama.
 
 A real-time request reaches vLLM through its HTTP route in-process whatever
-SAGEMAKER_RECORD_DISPATCH says (handler/core/dispatch.py): only records of multi-record bodies
+SAGEMAKER_RECORD_DISPATCH says (core/dispatch.py): only records of multi-record bodies
 and batch lines take its serving objects. Beside each case, the stall witness
 (`benchmarks.witness`): a tail measured while the machine stalled is the machine's.
 

@@ -46,6 +46,7 @@ from benchmarks.live_first_phases import Row, phases
 from benchmarks.live_first_report import plot, report
 from benchmarks.live_traffic import LIVE_TOKENS
 from benchmarks.startup import worktree
+from tests import FOLDERS
 from tests.support import processes, servers, waiting
 from vllm_sagemaker.container.env_args import LIVE_FIRST_SCHEDULER
 
@@ -119,7 +120,7 @@ def our_server(
     if tree is not None:
         view = root / f"{name}-view" / "vllm_sagemaker"
         view.mkdir(parents=True)
-        for folder in ("container", "handler", "deploy"):
+        for folder in FOLDERS:
             (view / folder).symlink_to(tree / folder)
         env["PYTHONPATH"] = str(view.parent)
     server = servers.start(name, model, root, **env)

@@ -27,7 +27,7 @@ from vllm.v1.engine import EngineCoreOutputs
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 
-from vllm_sagemaker.handler.core.config import batch_priority
+from vllm_sagemaker.core.config import batch_priority
 from vllm_sagemaker.handler.engine.live_first import LiveFirstScheduler
 
 MARK = "live"

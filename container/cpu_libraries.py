@@ -16,7 +16,7 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core.environment import CPU_PRELOAD_VAR, cpu_preload
+from vllm_sagemaker.core.environment import CPU_PRELOAD_VAR, cpu_preload
 
 TCMALLOC = "libtcmalloc_minimal.so.4"
 IOMP = "libiomp5.so"

@@ -6,15 +6,15 @@ a GPU count), so the rules can be read in one place and tested with a table of c
 
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.handler.core.config import (
+from vllm_sagemaker.core.config import (
     API_KEY_VAR,
     BATCH_YIELD_VAR,
     api_keys,
     batch_api_on,
 )
-from vllm_sagemaker.handler.core.env import ConfigError, flag, flag_values, model_dir
-from vllm_sagemaker.handler.core.environment import num_gpus, port
-from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX, becomes_flag, flag_name
+from vllm_sagemaker.core.env import ConfigError, flag, flag_values, model_dir
+from vllm_sagemaker.core.environment import num_gpus, port
+from vllm_sagemaker.core.sm_vllm import SM_VLLM_PREFIX, becomes_flag, flag_name
 
 MIDDLEWARE = "vllm_sagemaker.handler.middleware.SageMakerMiddleware"
 LIVE_FIRST_SCHEDULER = "vllm_sagemaker.handler.engine.live_first.LiveFirstScheduler"

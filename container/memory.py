@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sagemaker.container.env_args import flag_value
-from vllm_sagemaker.handler.core.config import SERVERLESS_MEMORY_SIZES_MB
-from vllm_sagemaker.handler.core.environment import readable_int
+from vllm_sagemaker.core.config import SERVERLESS_MEMORY_SIZES_MB
+from vllm_sagemaker.core.environment import readable_int
 
 MIB = 1024**2
 GIB = 1024**3

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from vllm_sagemaker.handler.core.environment import AUTO_INSTALL_VAR, auto_install
+from vllm_sagemaker.core.environment import AUTO_INSTALL_VAR, auto_install
 
 FILENAME = "requirements.txt"
 WHEELS = "requirements"

@@ -1,5 +1,5 @@
 """When `serve` starts vLLM again after it died, as pure rules: whether one more restart is
-allowed under the policy read from the environment (`handler.core.restart_policy`), and how an
+allowed under the policy read from the environment (`core.restart_policy`), and how an
 exit reads in the log and in `serve`'s own exit status. The processes themselves are
 `container.supervisor`'s.
 
@@ -28,7 +28,7 @@ container exits with status 1. Where ours differs from what its supervisord does
 import signal
 from collections.abc import Sequence
 
-from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
+from vllm_sagemaker.core.restart_policy import RestartPolicy
 
 # `serve`'s status when vLLM failed more often than the policy allows (AWS documents 1).
 GAVE_UP = 1

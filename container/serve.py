@@ -28,11 +28,11 @@ from vllm_sagemaker.container import (
     system,
 )
 from vllm_sagemaker.container.supervisor import Supervisor
-from vllm_sagemaker.handler.core import handler_specs
-from vllm_sagemaker.handler.core.env import ConfigError, model_dir
-from vllm_sagemaker.handler.core.environment import CPU_PRELOAD_VAR, environment_problems
-from vllm_sagemaker.handler.core.install import server_missing
-from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
+from vllm_sagemaker.core import handler_specs
+from vllm_sagemaker.core.env import ConfigError, model_dir
+from vllm_sagemaker.core.environment import CPU_PRELOAD_VAR, environment_problems
+from vllm_sagemaker.core.install import server_missing
+from vllm_sagemaker.core.restart_policy import RestartPolicy
 
 # `vllm serve` of this interpreter's vLLM (see container.vllm_cli). Unlike vLLM's single
 # API-server module, it honours --api-server-count (several API-server processes), headless

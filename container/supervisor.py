@@ -23,9 +23,9 @@ import time
 from collections.abc import Mapping, Sequence
 
 from vllm_sagemaker.container import cgroup, restarts
-from vllm_sagemaker.handler.core import prctl
-from vllm_sagemaker.handler.core.env import RESTARTS_VAR
-from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
+from vllm_sagemaker.core import prctl
+from vllm_sagemaker.core.env import RESTARTS_VAR
+from vllm_sagemaker.core.restart_policy import RestartPolicy
 
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT})
 WATCHED = STOPS | {signal.SIGCHLD}

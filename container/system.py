@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_sagemaker.container.env_args import flag_value
-from vllm_sagemaker.handler.core.shm import SHM_PATH, shm_usable, writable_dir
+from vllm_sagemaker.core.shm import SHM_PATH, shm_usable, writable_dir
 
 MIB = 1024**2
 # vLLM 0.32's multiprocess executor: the scheduler's broadcast queue holds 10 chunks of

@@ -14,13 +14,13 @@ bodies over the payload limit get 413, and everything else goes to vLLM untouche
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from vllm import envs as vllm_envs
 
+from vllm_sagemaker.core import kinds
+from vllm_sagemaker.core.config import API_KEY_VAR, Config
+from vllm_sagemaker.core.errors import RequestError
+from vllm_sagemaker.core.routing import custom_attributes, is_batch_work
 from vllm_sagemaker.handler.batches.admission import rules as admission
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.batches.api import routes as batch_routes
-from vllm_sagemaker.handler.core import kinds
-from vllm_sagemaker.handler.core.config import API_KEY_VAR, Config
-from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.routing import custom_attributes, is_batch_work
 from vllm_sagemaker.handler.metrics import writer as metrics_writer
 from vllm_sagemaker.handler.process.lifecycle import RESTARTS, StopRequests
 from vllm_sagemaker.handler.process.logs import logger

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vllm_sagemaker.handler.core import s3_uri
+from vllm_sagemaker.core import s3_uri
 
 # How often a run asks SageMaker whether an endpoint or a job has got where it waits for.
 POLL_S = 15.0

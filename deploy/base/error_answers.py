@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from vllm_sagemaker.core.errors import status_phrase
 from vllm_sagemaker.deploy.base.region import REGION_HELP
-from vllm_sagemaker.handler.core.errors import status_phrase
 
 if TYPE_CHECKING:  # no boto3 loads here: `deploy invoke`'s parser takes `answered`
     import botocore.exceptions

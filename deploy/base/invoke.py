@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import httpx
 
+from vllm_sagemaker.core.config import VLLM_API_KEY_VAR
+from vllm_sagemaker.core.errors import status_phrase
 from vllm_sagemaker.deploy.base import error_answers
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.pace import Pace
 from vllm_sagemaker.deploy.base.results import Progress
-from vllm_sagemaker.handler.core.config import VLLM_API_KEY_VAR
-from vllm_sagemaker.handler.core.errors import status_phrase
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0

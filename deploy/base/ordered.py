@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeVar
 
-from vllm_sagemaker.handler.core.execution_parameters import MAX_TOTAL_MB
+from vllm_sagemaker.core.execution_parameters import MAX_TOTAL_MB
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

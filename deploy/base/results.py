@@ -9,8 +9,8 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from vllm_sagemaker.handler.core import usage
-from vllm_sagemaker.handler.core.batch_lines import Outcome
+from vllm_sagemaker.core import usage
+from vllm_sagemaker.core.batch_lines import Outcome
 
 
 @dataclass

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import profile, storage
 from vllm_sagemaker.deploy.base.calls import (
     KEEP_OPTION,
@@ -24,7 +25,6 @@ from vllm_sagemaker.deploy.base.error_answers import Refusal, missing
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
 from vllm_sagemaker.deploy.base.interrupts import Interrupted, not_waited_line, wait_line
 from vllm_sagemaker.deploy.base.say import say
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 # How many of the objects a failed run wrote and leaves its line names.
 NAMED_WRITES = 2

@@ -21,9 +21,9 @@ from typing import IO, Any, cast
 
 import httpx
 
+from vllm_sagemaker.core.s3_uri import S3, is_s3, s3_parts
 from vllm_sagemaker.deploy.base.calls import client
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, explain
-from vllm_sagemaker.handler.core.s3_uri import S3, is_s3, s3_parts
 
 HTTP_RETRIES = 5
 HTTP_TIMEOUT_S = 300.0

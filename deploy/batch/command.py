@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 
+from vllm_sagemaker.core.install import server_missing
 from vllm_sagemaker.deploy.base import interrupts, invoke, profile
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused
 from vllm_sagemaker.deploy.batch.run import (
@@ -11,7 +12,6 @@ from vllm_sagemaker.deploy.batch.run import (
     BatchSettings,
     run,
 )
-from vllm_sagemaker.handler.core.install import server_missing
 
 OPTIONS = {field.name for field in dataclasses.fields(BatchSettings)}
 

@@ -19,9 +19,9 @@ from typing import BinaryIO
 
 import httpx
 
+from vllm_sagemaker.core import prctl
+from vllm_sagemaker.core.config import API_KEY_VAR, BATCH_YIELD_VAR
 from vllm_sagemaker.deploy.base.errors import ClientError
-from vllm_sagemaker.handler.core import prctl
-from vllm_sagemaker.handler.core.config import API_KEY_VAR, BATCH_YIELD_VAR
 
 START_TIMEOUT_S = 900.0
 POLL_S = 0.25

@@ -6,20 +6,20 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import IO, Protocol
 
-from vllm_sagemaker.deploy.base import invoke
-from vllm_sagemaker.deploy.base.ordered import packed
-from vllm_sagemaker.handler.core.batch_lines import (
+from vllm_sagemaker.core.batch_lines import (
     Checked,
     Fault,
     Outcome,
     checked_lines,
     outcome,
 )
-from vllm_sagemaker.handler.core.content_types import JSON_LINES
-from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.formats import batch_error_line
-from vllm_sagemaker.handler.core.jsonlines import iter_records, split
-from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
+from vllm_sagemaker.core.content_types import JSON_LINES
+from vllm_sagemaker.core.errors import RequestError
+from vllm_sagemaker.core.formats import batch_error_line
+from vllm_sagemaker.core.jsonlines import iter_records, split
+from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
+from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base.ordered import packed
 
 LINES_PER_REQUEST = 32
 # InvokeEndpoint carries at most 6 MB, and a container refuses more than its

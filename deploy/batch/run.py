@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import IO
 
+from vllm_sagemaker.core.batch_lines import Checked, Outcome
 from vllm_sagemaker.deploy.base import interrupts, invoke, storage
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error
 from vllm_sagemaker.deploy.base.ordered import in_order
@@ -24,7 +25,6 @@ from vllm_sagemaker.deploy.batch.minibatches import (
     mini_batches,
     to_answer,
 )
-from vllm_sagemaker.handler.core.batch_lines import Checked, Outcome
 
 DEFAULT_MAX_INFLIGHT = 512
 DEFAULT_RETRIES = 5

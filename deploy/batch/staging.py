@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from vllm_sagemaker.core.batch_lines import Outcome, repair
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.errors import ClientError
-from vllm_sagemaker.handler.core.batch_lines import Outcome, repair
 
 ANSWERS = "answers.jsonl"
 LOCK = "lock"

@@ -9,12 +9,12 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from vllm_sagemaker.core.config import API_KEY_VAR
+from vllm_sagemaker.core.content_types import JSON_LINES
+from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
 from vllm_sagemaker.deploy.base import credentials, error_answers, invoke
 from vllm_sagemaker.deploy.base.errors import explain
 from vllm_sagemaker.deploy.base.pace import Pace
-from vllm_sagemaker.handler.core.config import API_KEY_VAR
-from vllm_sagemaker.handler.core.content_types import JSON_LINES
-from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
 # Errors of the runtime API worth another try: the service or the model is busy or starting.
 RETRY_ERRORS = frozenset(

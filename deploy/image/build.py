@@ -19,7 +19,7 @@ CONTENT_LABEL = "org.vllm-sagemaker.content"
 # What the Dockerfile copies (with itself and .dockerignore): a change here is a new image.
 BUILD_INPUTS = (
     *("Dockerfile", ".dockerignore", "pyproject.toml", "README.md"),
-    *("container", "handler", "deploy"),
+    *("core", "container", "handler", "deploy"),
 )
 # Where pip inside a build finds the settings lent to it (pip reads it on every Linux).
 BUILD_PIP_CONF = "/etc/pip.conf"

@@ -5,6 +5,7 @@ import argparse
 import sys
 from functools import partial
 
+from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.deploy.base import interrupts
 from vllm_sagemaker.deploy.base.calls import POLL_S
 from vllm_sagemaker.deploy.base.errors import refuse
@@ -20,7 +21,6 @@ from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
 from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 from vllm_sagemaker.deploy.kit.plans.shards import DEFAULT_SHARD_LINES
-from vllm_sagemaker.handler.core import s3_uri
 
 SUMMARY = "run an OpenAI batch file on a fleet of Batch Transform instances"
 DESCRIPTION = (

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from vllm_sagemaker.core import s3_uri
+from vllm_sagemaker.core.environment import environment_problems, vllm_number_problems
+from vllm_sagemaker.core.sm_vllm import SM_VLLM_PREFIX
 from vllm_sagemaker.deploy.base.errors import refuse
 from vllm_sagemaker.deploy.base.ordered import payload_problem
 from vllm_sagemaker.deploy.base.storage import bucket_problem
@@ -33,9 +36,6 @@ from vllm_sagemaker.deploy.kit.plans.names import (
     version,
     versioned,
 )
-from vllm_sagemaker.handler.core import s3_uri
-from vllm_sagemaker.handler.core.environment import environment_problems, vllm_number_problems
-from vllm_sagemaker.handler.core.sm_vllm import SM_VLLM_PREFIX
 
 NAME_CHARACTERS = "letters, digits and hyphens, starting and ending with a letter or digit"
 # CreateModel's ExecutionRoleArn (its pattern and length).

@@ -6,6 +6,8 @@ import argparse
 from functools import partial
 from typing import Any
 
+from vllm_sagemaker.core import cloudwatch
+from vllm_sagemaker.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
 from vllm_sagemaker.deploy.base.reads import Reads
@@ -41,8 +43,6 @@ from vllm_sagemaker.deploy.kit.plans.scaling import (
     standing,
 )
 from vllm_sagemaker.deploy.kit.plans.serverless import Serverless, update_problem
-from vllm_sagemaker.handler.core import cloudwatch
-from vllm_sagemaker.handler.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
 
 SUMMARY = "create (or update) a SageMaker endpoint"
 DESCRIPTION = (

@@ -10,13 +10,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from vllm_sagemaker.core.config import MIB
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import interrupts, invoke, storage
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, client_error, refuse
 from vllm_sagemaker.deploy.base.ordered import in_order, packed, payload_problem
 from vllm_sagemaker.deploy.base.results import Progress
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
-from vllm_sagemaker.handler.core.config import MIB
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 # SageMaker's defaults when neither the job nor the container says otherwise.
 DEFAULT_CONCURRENCY = 1

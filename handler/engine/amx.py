@@ -26,7 +26,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core import prctl
+from vllm_sagemaker.core import prctl
 from vllm_sagemaker.handler.process.logs import logfmt, logger
 
 ARCH_GET_XCOMP_SUPP = 0x1021

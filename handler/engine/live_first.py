@@ -28,7 +28,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
-from vllm_sagemaker.handler.core.config import batch_priority
+from vllm_sagemaker.core.config import batch_priority
 
 RESERVE_SHARE = 16
 

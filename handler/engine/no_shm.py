@@ -18,7 +18,7 @@ tests/handler/test_no_shm.py pins the names this relies on in vLLM's code.
 import importlib
 import threading
 
-from vllm_sagemaker.handler.core.shm import SHM_PATH, shm_usable
+from vllm_sagemaker.core.shm import SHM_PATH, shm_usable
 from vllm_sagemaker.handler.process.logs import logfmt, logger
 
 # vLLM's module that takes `Lock` from multiprocessing, and the name it holds it under.

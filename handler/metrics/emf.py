@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_sagemaker.handler.core import cloudwatch
+from vllm_sagemaker.core import cloudwatch
 
 # EMF: at most 100 values in a metric's values/counts.
 MAX_VALUES = 100

@@ -1,5 +1,5 @@
 """Writes one EMF document to stdout every interval while the server runs, with
-SAGEMAKER_METRICS=cloudwatch (`handler.core.metrics_settings`). SageMaker ships the container's
+SAGEMAKER_METRICS=cloudwatch (`core.metrics_settings`). SageMaker ships the container's
 stdout to CloudWatch Logs, which turns each document into metrics: no agent, no permission.
 
 With several API-server processes every one runs a writer, and exactly one writes: the one
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from vllm_sagemaker.handler.core.metrics_settings import MetricsSettings
+from vllm_sagemaker.core.metrics_settings import MetricsSettings
 from vllm_sagemaker.handler.metrics import emf, samples
 from vllm_sagemaker.handler.process.logs import logger
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from starlette.types import Scope
 
-from vllm_sagemaker.handler.core import usage
-from vllm_sagemaker.handler.core.dispatch import Way
-from vllm_sagemaker.handler.core.routing import Target
+from vllm_sagemaker.core import usage
+from vllm_sagemaker.core.dispatch import Way
+from vllm_sagemaker.core.routing import Target
 from vllm_sagemaker.handler.records.asgi_call import Headers
 from vllm_sagemaker.handler.records.minibatch import Stop
 

@@ -5,9 +5,9 @@ from collections.abc import Callable, Sequence
 
 from starlette.types import Receive, Scope, Send
 
-from vllm_sagemaker.handler.core import content_types
-from vllm_sagemaker.handler.core.config import MIB
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core import content_types
+from vllm_sagemaker.core.config import MIB
+from vllm_sagemaker.core.errors import RequestError
 
 JSON = b"application/json"
 JSON_LINES = content_types.JSON_LINES.encode()

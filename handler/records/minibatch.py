@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.errors import RequestError
 
 CLIENT_GONE = RequestError(499, "the client closed the connection", "client_closed")
 

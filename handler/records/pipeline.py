@@ -13,9 +13,9 @@ import json
 
 from starlette.types import ASGIApp, Scope
 
-from vllm_sagemaker.handler.core import dispatch, formats, json_record, kinds, model_names, routing
-from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
-from vllm_sagemaker.handler.core.routing import BatchLineError, Target
+from vllm_sagemaker.core import dispatch, formats, json_record, kinds, model_names, routing
+from vllm_sagemaker.core.errors import INTERNAL_ERROR, RequestError
+from vllm_sagemaker.core.routing import BatchLineError, Target
 from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records import asgi_call, serving
 from vllm_sagemaker.handler.records.context import RecordContext

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.process.logs import logfmt, logger
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import (

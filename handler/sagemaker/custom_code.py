@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Message
 
-from vllm_sagemaker.handler.core import handler_specs
+from vllm_sagemaker.core import handler_specs
 from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import watch_disconnect

@@ -20,19 +20,19 @@ import uuid
 
 from starlette.types import Message, Receive, Scope, Send
 
-from vllm_sagemaker.handler.batches.admission import metrics
-from vllm_sagemaker.handler.batches.admission.window import BatchWindow
-from vllm_sagemaker.handler.core import content_types, dispatch, jsonlines
-from vllm_sagemaker.handler.core.config import Config
-from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.formats import batch_error_line
-from vllm_sagemaker.handler.core.routing import (
+from vllm_sagemaker.core import content_types, dispatch, jsonlines
+from vllm_sagemaker.core.config import Config
+from vllm_sagemaker.core.errors import RequestError
+from vllm_sagemaker.core.formats import batch_error_line
+from vllm_sagemaker.core.routing import (
     Answer,
     BatchLineError,
     Target,
     custom_attributes,
     is_batch_work,
 )
+from vllm_sagemaker.handler.batches.admission import metrics
+from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.process.logs import logfmt, logger
 from vllm_sagemaker.handler.records import asgi_call, minibatch
 from vllm_sagemaker.handler.records.context import RecordContext

@@ -14,7 +14,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone, read_body, respond_error
 from vllm_sagemaker.handler.records.pipeline import Pipeline
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from model_hosting_container_standards.sagemaker.sessions.manager import Session, SessionManager
 
-from vllm_sagemaker.handler.core import json_record
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core import json_record
+from vllm_sagemaker.core.errors import RequestError
 
 SESSION_ID = b"x-amzn-sagemaker-session-id"
 NEW_SESSION_ID = b"x-amzn-sagemaker-new-session-id"

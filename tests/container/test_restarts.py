@@ -12,8 +12,8 @@ import pytest
 
 from tests.support import processes, reaper
 from vllm_sagemaker.container import restarts
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.restart_policy import RestartPolicy
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_how_an_exit_reads(returncode: int, described: str, status: int) -> None
 # PROGRAM ARGS...`; exits with the status `serve` would.
 SUPERVISE = """
 import os, sys
-from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
+from vllm_sagemaker.core.restart_policy import RestartPolicy
 from vllm_sagemaker.container.supervisor import Supervisor
 policy = RestartPolicy(max_restarts=int(sys.argv[1]), stop_timeout_s=float(sys.argv[2]))
 sys.exit(Supervisor([sys.executable, "-c", *sys.argv[3:]], os.environ, policy).run())

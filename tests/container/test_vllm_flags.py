@@ -1,4 +1,4 @@
-"""The table of `vllm serve`'s options (`handler/core/vllm_options.py`) is the installed vLLM's,
+"""The table of `vllm serve`'s options (`core/vllm_options.py`) is the installed vLLM's,
 and `serve` stops on a name vLLM does not have before it starts vLLM. No engine starts: vLLM
 only builds its parser, in a process of its own."""
 
@@ -11,8 +11,8 @@ from vllm.utils.argparse_utils import human_readable_int
 
 from tests.container.test_serve import run_serve
 from tests.support import processes, vllm_options
-from vllm_sagemaker.handler.core import environment, sm_vllm
-from vllm_sagemaker.handler.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS, VLLM_VERSION
+from vllm_sagemaker.core import environment, sm_vllm
+from vllm_sagemaker.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS, VLLM_VERSION
 
 REGENERATE = "rewrite it with `.venv/bin/python -m tests.support.vllm_options`"
 
@@ -46,7 +46,7 @@ def test_serve_stops_on_a_misspelled_name_before_vllm() -> None:
     "value", ["0", "4096", "1k", "1K", "25.6k", "2M", "3G", "1t", "1.5G", "x", ""]
 )
 def test_a_size_is_read_as_vllm_reads_it(value: str) -> None:
-    """serve's reading of a size option (handler/core/environment.py) against vLLM's own."""
+    """serve's reading of a size option (core/environment.py) against vLLM's own."""
     try:
         theirs: int | None = human_readable_int(value)
     except (ArgumentTypeError, ValueError):

@@ -13,9 +13,9 @@ from tests.deploy.batching import batch, completion, jsonl, read
 from tests.support import cli, processes, waiting
 from tests.support.local_http import fronting
 from tests.support.servers import SERVE, Server
+from vllm_sagemaker.core.config import API_KEY_VAR, BATCH_YIELD_VAR
 from vllm_sagemaker.deploy.batch import local_engine
 from vllm_sagemaker.deploy.batch.minibatches import LINES_PER_REQUEST
-from vllm_sagemaker.handler.core.config import API_KEY_VAR, BATCH_YIELD_VAR
 
 
 def rerank(custom_id: str) -> dict[str, Any]:

@@ -29,11 +29,11 @@ from tests.support.aws import moto_endpoint
 from tests.support.json_lines import parse_lines
 from tests.support.runtime_emulator import Runtime, runtime_emulator
 from tests.support.servers import Server
+from vllm_sagemaker.core.batch_lines import Checked, Fault
+from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
 from vllm_sagemaker.deploy.base import invoke
 from vllm_sagemaker.deploy.batch import targets
 from vllm_sagemaker.deploy.batch.minibatches import answer_mini_batch, mini_batches, too_large
-from vllm_sagemaker.handler.core.batch_lines import Checked, Fault
-from vllm_sagemaker.handler.core.routing import BATCH_WORK_ATTRIBUTE
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, multiprocess
 from tests.conftest import PLATFORM_ENV
 from tests.support import emf_spec, processes, servers, waiting
 from tests.support.servers import Server
-from vllm_sagemaker.handler.core import cloudwatch
+from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.handler.metrics import samples, writer
 
 INTERVAL_MS = int(PLATFORM_ENV[cloudwatch.INTERVAL_VARIABLE]) * 1000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sagemaker.handler.core.shm import shm_usable
+from vllm_sagemaker.core.shm import shm_usable
 from vllm_sagemaker.handler.engine import no_shm
 
 

@@ -21,9 +21,9 @@ from tests.support import cli
 from tests.support.aws import REGION, moto_endpoint
 from tests.support.runtime_emulator import Runtime, presigned_query, runtime_emulator
 from tests.support.servers import Server
+from vllm_sagemaker.core import model_names
+from vllm_sagemaker.core.model_names import Models
 from vllm_sagemaker.deploy.kit import token
-from vllm_sagemaker.handler.core import model_names
-from vllm_sagemaker.handler.core.model_names import Models
 
 MESSAGES = [{"role": "user", "content": "Hello there"}]
 ASK: dict[str, Any] = {"messages": MESSAGES, "max_tokens": 6, "temperature": 0}

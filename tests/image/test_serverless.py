@@ -140,7 +140,7 @@ def test_a_kernel_oom_kill_is_named_in_one_line(memory_mb: int, tmp_path: Path) 
     stand-in for an engine that outgrew its estimate): one line says so."""
     script = (
         "from vllm_sagemaker.container.supervisor import Supervisor\n"
-        "from vllm_sagemaker.handler.core.restart_policy import RestartPolicy\n"
+        "from vllm_sagemaker.core.restart_policy import RestartPolicy\n"
         "import os, sys\n"
         "command = [sys.executable, '-c', 'x = bytearray(1 << 30)']\n"
         "sys.exit(Supervisor(command, dict(os.environ), RestartPolicy(max_restarts=0)).run())\n"

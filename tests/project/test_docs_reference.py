@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import ROOT
+from tests import FOLDERS, ROOT
 from tests.support import cli_reference
-from vllm_sagemaker.handler.core.kinds import KINDS
+from vllm_sagemaker.core.kinds import KINDS
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
@@ -82,7 +82,7 @@ def variables_in(source: str) -> set[str]:
 def code_variables() -> set[str]:
     return {
         name
-        for folder in ("container", "handler", "deploy")
+        for folder in FOLDERS
         for path in (ROOT / folder).rglob("*.py")
         for name in variables_in(path.read_text())
     }

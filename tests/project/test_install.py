@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 
-from tests import ROOT
+from tests import FOLDERS, ROOT
 from tests.deploy.batching import completion, jsonl
 from tests.support import cli, processes
 from tests.support.json_lines import parse_lines
@@ -45,7 +45,6 @@ SERVER_DISTRIBUTIONS = {
 }
 SERVER_MODULES = ("vllm", "torch", "starlette", "fastapi", "transformers", "python_multipart")
 # The repository's folders: installed under our namespace only, never at the top level.
-FOLDERS = ("container", "handler", "deploy")
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-sagemaker:latest"
 SERVER_EXTRA = "pip install '.[server]'"
 

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import ROOT
+from tests import FOLDERS, ROOT
 
 NAMESPACE = "vllm_sagemaker"
-FOLDERS = ("container", "handler", "deploy")
 
 # The longest prefix names a module's layer.
 LAYER_PREFIXES = {
-    "vllm_sagemaker.handler.core": "core",
+    "vllm_sagemaker.core": "core",
     "vllm_sagemaker.container": "container",
     "vllm_sagemaker.container.cli": "entry",
     "vllm_sagemaker.container.__main__": "entry",
@@ -121,7 +120,7 @@ def our_files() -> list[Path]:
 @pytest.mark.parametrize(
     ("importer", "imported", "why"),
     [
-        ("vllm_sagemaker.deploy.batch.run", "vllm_sagemaker.handler.core.jsonlines", None),
+        ("vllm_sagemaker.deploy.batch.run", "vllm_sagemaker.core.jsonlines", None),
         (
             "vllm_sagemaker.deploy.base.storage",
             "vllm_sagemaker.handler.records.messages",
@@ -133,16 +132,16 @@ def our_files() -> list[Path]:
             "server -> client.base",
         ),
         (
-            "vllm_sagemaker.handler.core.config",
+            "vllm_sagemaker.core.config",
             "vllm_sagemaker.container.env_args",
             "core -> container",
         ),
         (
-            "vllm_sagemaker.handler.core.kinds",
+            "vllm_sagemaker.core.kinds",
             "vllm_sagemaker.handler.records.pipeline",
             "core -> server",
         ),
-        ("vllm_sagemaker.container.serve", "vllm_sagemaker.handler.core.config", None),
+        ("vllm_sagemaker.container.serve", "vllm_sagemaker.core.config", None),
         (
             "vllm_sagemaker.container.serve",
             "vllm_sagemaker.handler.middleware",
@@ -157,8 +156,8 @@ def our_files() -> list[Path]:
         ("vllm_sagemaker.container.cli", "vllm_sagemaker.deploy.batch.command", None),
         ("vllm_sagemaker.container.cli", "vllm_sagemaker.handler.middleware", "entry -> server"),
         ("vllm_sagemaker.handler.middleware", "starlette.types", None),
-        ("vllm_sagemaker.handler.core.routing", "json", None),
-        ("vllm_sagemaker.handler.core.routing", "boto3", "core must not import boto3"),
+        ("vllm_sagemaker.core.routing", "json", None),
+        ("vllm_sagemaker.core.routing", "boto3", "core must not import boto3"),
         ("vllm_sagemaker.deploy.kit.endpoint", "boto3", None),
         (
             "vllm_sagemaker.deploy.batch.run",

@@ -1,4 +1,4 @@
-"""handler/core/vllm_options.py, the options of `vllm serve`, written from vLLM's own parser.
+"""core/vllm_options.py, the options of `vllm serve`, written from vLLM's own parser.
 
     .venv/bin/python -m tests.support.vllm_options          # rewrite it after a vLLM upgrade
     .venv/bin/python -m tests.support.vllm_options --json   # what the installed vLLM has (the
@@ -75,7 +75,7 @@ def render(options: Options) -> str:
 
 Written by `.venv/bin/python -m tests.support.vllm_options` (do not edit by hand);
 `tests/container/test_vllm_flags.py` fails while this differs from the installed vLLM's parser.
-`handler.core.sm_vllm` checks SM_VLLM_* names against it, in `serve` and in `deploy --env`.
+`core.sm_vllm` checks SM_VLLM_* names against it, in `serve` and in `deploy --env`.
 """
 
 VLLM_VERSION = "{version}"

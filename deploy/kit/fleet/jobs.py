@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from vllm_sagemaker.core.content_types import JSON_LINES
 from vllm_sagemaker.deploy.base.calls import POLL_S, Call
 from vllm_sagemaker.deploy.base.calls import client as aws_client
 from vllm_sagemaker.deploy.base.error_answers import missing
@@ -19,7 +20,6 @@ from vllm_sagemaker.deploy.kit.plans.transform import (
     transform_call,
 )
 from vllm_sagemaker.deploy.transform import job as transform
-from vllm_sagemaker.handler.core.content_types import JSON_LINES
 
 ENDED = frozenset({"Completed", "Failed", "Stopped"})
 

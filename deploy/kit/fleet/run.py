@@ -14,6 +14,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
+from vllm_sagemaker.core import kinds
+from vllm_sagemaker.core.batch_lines import (
+    CANCELLED_LINE,
+    Checked,
+    checked_lines,
+    outcome,
+)
+from vllm_sagemaker.core.errors import RequestError
+from vllm_sagemaker.core.formats import batch_error_line
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put, remove
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused
@@ -24,16 +34,6 @@ from vllm_sagemaker.deploy.kit.fleet.jobs import Jobs, JobSpec, SageMakerJobs
 from vllm_sagemaker.deploy.kit.fleet.state import Fleet, Job, Shard
 from vllm_sagemaker.deploy.kit.plans.names import job_name
 from vllm_sagemaker.deploy.kit.plans.shards import DEFAULT_SHARD_LINES, shard_sizes
-from vllm_sagemaker.handler.core import kinds
-from vllm_sagemaker.handler.core.batch_lines import (
-    CANCELLED_LINE,
-    Checked,
-    checked_lines,
-    outcome,
-)
-from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.formats import batch_error_line
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 FLEET = "fleet.json"
 CANCEL = "cancel"

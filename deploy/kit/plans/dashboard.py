@@ -1,13 +1,13 @@
 """`deploy dashboard`'s call: one PutDashboard drawing SageMaker's metrics of an endpoint's variant
-(on instances or serverless) beside the container's own (`handler.core.cloudwatch`'s EMF)."""
+(on instances or serverless) beside the container's own (`core.cloudwatch`'s EMF)."""
 
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.scaling import emf_source
-from vllm_sagemaker.handler.core import cloudwatch
 
 # SageMaker's endpoint metrics (dimensions EndpointName and VariantName), with their units.
 PLATFORM = "AWS/SageMaker"

@@ -5,13 +5,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_sagemaker.core.config import ASYNC_MARKER, SERVERLESS_MARKER
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count
 from vllm_sagemaker.deploy.kit.plans.model import ModelSource, create_model, model_env
 from vllm_sagemaker.deploy.kit.plans.names import TAGS, versioned
 from vllm_sagemaker.deploy.kit.plans.scaling import VARIANT, resource_id
 from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
-from vllm_sagemaker.handler.core.config import ASYNC_MARKER, SERVERLESS_MARKER
 
 # Large models need more than SageMaker's defaults to download and to pass /ping.
 STARTUP_HEALTH_CHECK_S = 1800

@@ -5,11 +5,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
-from vllm_sagemaker.handler.core import cloudwatch
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
     from vllm_sagemaker.deploy.base.reads import Reads

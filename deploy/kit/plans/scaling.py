@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call
-from vllm_sagemaker.handler.core import cloudwatch
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
     from vllm_sagemaker.deploy.base.reads import Reads
@@ -152,7 +152,7 @@ def variant(endpoint: str) -> Target:
 
 
 def _setting(env: Mapping[str, str], name: str, default: str) -> str:
-    """A metrics variable as `serve` reads it (`handler.core.metrics_settings`): stripped, and
+    """A metrics variable as `serve` reads it (`core.metrics_settings`): stripped, and
     empty as unset."""
     return env.get(name, "").strip() or default
 

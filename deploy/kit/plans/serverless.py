@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_sagemaker.handler.core.config import SERVERLESS_MEMORY_SIZES_MB
+from vllm_sagemaker.core.config import SERVERLESS_MEMORY_SIZES_MB
 
 # ProductionVariantServerlessConfig: MemorySizeInMB in 1 GB steps (SERVERLESS_MEMORY_SIZES_MB),
 # MaxConcurrency and ProvisionedConcurrency from 1 to 200 (ProvisionedConcurrency at most

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.deploy.base.calls import Call, Lines, put
-from vllm_sagemaker.handler.core import s3_uri
 
 DEFAULT_SHARD_LINES = 2000
 

@@ -3,15 +3,15 @@ the CreateTransformJob (which `deploy batch` makes once per shard)."""
 
 from typing import Any
 
+from vllm_sagemaker.core import s3_uri
+from vllm_sagemaker.core.content_types import JSON_LINES
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, remove
 from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit.plans import shards
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
-from vllm_sagemaker.handler.core import s3_uri
-from vllm_sagemaker.handler.core.content_types import JSON_LINES
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 TRANSFORM_INVOCATION_TIMEOUT_S = 3600
 TRANSFORM_RETRIES = 1

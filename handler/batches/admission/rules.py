@@ -77,7 +77,7 @@ live traffic is about.
 import math
 from dataclasses import dataclass, replace
 
-from vllm_sagemaker.handler.core.config import DEFAULT_LIVE_RATIO
+from vllm_sagemaker.core.config import DEFAULT_LIVE_RATIO
 
 # Live requests measured while no batch ran that the baseline keeps (the newest).
 IDLE_SAMPLES = 64

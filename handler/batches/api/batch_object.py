@@ -10,10 +10,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_sagemaker.core import json_record, kinds
+from vllm_sagemaker.core.config import EXPIRY_RANGE_S
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.store.usage import zero_usage
-from vllm_sagemaker.handler.core import json_record, kinds
-from vllm_sagemaker.handler.core.config import EXPIRY_RANGE_S
-from vllm_sagemaker.handler.core.errors import RequestError
 
 COMPLETION_WINDOW = "24h"
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512

@@ -16,14 +16,14 @@ from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
 
+from vllm_sagemaker.core import ids
+from vllm_sagemaker.core.config import MIB
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.api import batch_object, paging
 from vllm_sagemaker.handler.batches.api.files import not_found as file_not_found
 from vllm_sagemaker.handler.batches.running.scheduler import Scheduler
 from vllm_sagemaker.handler.batches.store.interface import BatchStore
 from vllm_sagemaker.handler.batches.store.types import Batch
-from vllm_sagemaker.handler.core import ids
-from vllm_sagemaker.handler.core.config import MIB
-from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.messages import ClientGone, read_body, respond, respond_error
 from vllm_sagemaker.handler.records.pipeline import Pipeline

@@ -17,13 +17,13 @@ from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
 
+from vllm_sagemaker.core import ids
+from vllm_sagemaker.core.config import EXPIRY_RANGE_S, FILE_EXPIRY_S, MIB
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.api import paging
 from vllm_sagemaker.handler.batches.api.uploads import receive_upload
 from vllm_sagemaker.handler.batches.store.interface import BatchStore
 from vllm_sagemaker.handler.batches.store.types import StoredFile
-from vllm_sagemaker.handler.core import ids
-from vllm_sagemaker.handler.core.config import EXPIRY_RANGE_S, FILE_EXPIRY_S, MIB
-from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone, respond, respond_error, text_header
 
 PREFIX = "/v1/files"

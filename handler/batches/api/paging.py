@@ -14,8 +14,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sagemaker.handler.core import ids
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core import ids
+from vllm_sagemaker.core.errors import RequestError
 
 SHOWN_CHARS = 200
 

@@ -10,6 +10,9 @@ requests.
 
 from starlette.types import Receive, Scope, Send
 
+from vllm_sagemaker.core import s3_uri
+from vllm_sagemaker.core.config import BatchApiSettings
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.batches.api import batches as batches_api
 from vllm_sagemaker.handler.batches.api import files as files_api
@@ -19,9 +22,6 @@ from vllm_sagemaker.handler.batches.store.interface import BatchStore
 from vllm_sagemaker.handler.batches.store.s3.store import S3Store
 from vllm_sagemaker.handler.batches.store.sqlite import Store
 from vllm_sagemaker.handler.batches.store.types import StoreError, StoreUnavailable
-from vllm_sagemaker.handler.core import s3_uri
-from vllm_sagemaker.handler.core.config import BatchApiSettings
-from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.process.lifecycle import StopRequests
 from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records.asgi_call import Headers

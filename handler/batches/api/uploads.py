@@ -15,8 +15,8 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive
 
-from vllm_sagemaker.handler.core.config import MIB
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.config import MIB
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import ClientGone
 
 MAX_FIELDS = 16

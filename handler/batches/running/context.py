@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from starlette.types import Scope
 
+from vllm_sagemaker.core.batch_lines import CANCELLED_LINE
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.batches.store.interface import BatchStore
 from vllm_sagemaker.handler.batches.store.types import Batch
-from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
-from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.process.lifecycle import StopRequests
 from vllm_sagemaker.handler.records import asgi_call
 from vllm_sagemaker.handler.records.minibatch import Stop

@@ -6,15 +6,15 @@ import asyncio
 import shutil
 import time
 
+from vllm_sagemaker.core import ids
+from vllm_sagemaker.core.batch_lines import CANCELLED_LINE
+from vllm_sagemaker.core.config import FILE_EXPIRY_S
 from vllm_sagemaker.handler.batches.running.claim import HeldClaim
 from vllm_sagemaker.handler.batches.running.context import EXPIRED, RunEnded
 from vllm_sagemaker.handler.batches.running.results import Results, Tallies
 from vllm_sagemaker.handler.batches.running.status import BatchStatus, final
 from vllm_sagemaker.handler.batches.store.types import StoredFile
 from vllm_sagemaker.handler.batches.store.usage import add_usage
-from vllm_sagemaker.handler.core import ids
-from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
-from vllm_sagemaker.handler.core.config import FILE_EXPIRY_S
 from vllm_sagemaker.handler.process.logs import logger
 from vllm_sagemaker.handler.records.minibatch import Stop
 

@@ -10,14 +10,14 @@ import json
 import time
 from collections.abc import Iterator
 
+from vllm_sagemaker.core.batch_lines import Outcome, outcome
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.handler.batches.admission import metrics
 from vllm_sagemaker.handler.batches.admission import rules as admission
 from vllm_sagemaker.handler.batches.running.claim import HeldClaim
 from vllm_sagemaker.handler.batches.running.context import PREEMPTED, RunEnded, Runtime
 from vllm_sagemaker.handler.batches.running.results import Results
 from vllm_sagemaker.handler.batches.running.status import BatchStatus
-from vllm_sagemaker.handler.core.batch_lines import Outcome, outcome
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 from vllm_sagemaker.handler.records.context import RecordContext
 from vllm_sagemaker.handler.records.minibatch import Stop
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from vllm_sagemaker.core.batch_lines import Outcome, repair
 from vllm_sagemaker.handler.batches.admission import metrics
 from vllm_sagemaker.handler.batches.store.usage import add_usage, zero_usage
-from vllm_sagemaker.handler.core.batch_lines import Outcome, repair
 
 OUTPUT, ERRORS = "output.jsonl", "errors.jsonl"
 

@@ -5,11 +5,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from vllm_sagemaker.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.batches.running.claim import HeldClaim
 from vllm_sagemaker.handler.batches.running.context import EXPIRED, RunEnded
 from vllm_sagemaker.handler.batches.running.results import Tallies
 from vllm_sagemaker.handler.batches.store.types import Batch
-from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
 from vllm_sagemaker.handler.records.minibatch import Stop
 
 

@@ -1,5 +1,5 @@
 """Validation: a batch's input file checked with the project's batch-line rules
-(`handler.core.batch_lines.validate`, every bad line listed) before any line reaches the
+(`core.batch_lines.validate`, every bad line listed) before any line reaches the
 engine; the batch then runs, cut into the store's chunks, or fails."""
 
 import asyncio
@@ -7,12 +7,12 @@ import json
 import time
 from typing import Any
 
+from vllm_sagemaker.core.batch_lines import Validation, validate
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.handler.batches.running.context import RunEnded, Runtime
 from vllm_sagemaker.handler.batches.running.status import BatchStatus
 from vllm_sagemaker.handler.batches.store.chunking import measured
 from vllm_sagemaker.handler.batches.store.types import StoredFile
-from vllm_sagemaker.handler.core.batch_lines import Validation, validate
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 
 class InputCheck:

@@ -4,7 +4,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_sagemaker.handler.core import usage
+from vllm_sagemaker.core import usage
 
 
 def zero_usage() -> dict[str, Any]:

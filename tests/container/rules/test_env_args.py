@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from vllm_sagemaker.container import cpu_libraries, env_args, hardware, serve
-from vllm_sagemaker.handler.core.config import api_keys
-from vllm_sagemaker.handler.core.env import ConfigError
+from vllm_sagemaker.core.config import api_keys
+from vllm_sagemaker.core.env import ConfigError
 
 LIVE_FIRST = env_args.LIVE_FIRST_SCHEDULER
 

@@ -1,14 +1,14 @@
 """SM_VLLM_* names are checked against vLLM's own options (the table in
-`handler/core/vllm_options.py`), by `serve` before it starts vLLM and by `deploy --env`, with the
+`core/vllm_options.py`), by `serve` before it starts vLLM and by `deploy --env`, with the
 nearest option as a suggestion."""
 
 import pytest
 
 from vllm_sagemaker.container import env_args, serve
+from vllm_sagemaker.core import sm_vllm
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS
 from vllm_sagemaker.deploy.kit import checks
-from vllm_sagemaker.handler.core import sm_vllm
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS
 
 NO_OPTION = "vLLM 0.32.0 has no option"
 

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sagemaker.core import batch_lines
+from vllm_sagemaker.core.batch_lines import LineChecker, outcome, repair, request_fault
+from vllm_sagemaker.core.errors import INTERNAL_ERROR, RequestError
+from vllm_sagemaker.core.formats import batch_error_line
 from vllm_sagemaker.deploy.batch.minibatches import Answered, error_line
 from vllm_sagemaker.deploy.batch.staging import staged_path
-from vllm_sagemaker.handler.core import batch_lines
-from vllm_sagemaker.handler.core.batch_lines import LineChecker, outcome, repair, request_fault
-from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
-from vllm_sagemaker.handler.core.formats import batch_error_line
 
 
 def line(custom_id: object, **extra: object) -> bytes:

@@ -1,5 +1,5 @@
 """`deploy dashboard`'s body: every widget draws metrics that exist (the container's, in
-`handler.core.cloudwatch`'s table, or SageMaker's own), of this endpoint only, with the
+`core.cloudwatch`'s table, or SageMaker's own), of this endpoint only, with the
 percentiles of the latencies, in the namespace and dimensions the container's environment
 gives its EMF documents; a serverless variant's, what SageMaker publishes of one (cold starts,
 memory, concurrency used), none of an instance's."""
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.kit.plans import dashboard
-from vllm_sagemaker.handler.core import cloudwatch
 
 
 def _lines(body: dict[str, Any]) -> list[list[Any]]:

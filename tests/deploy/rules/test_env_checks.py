@@ -4,8 +4,8 @@ handler specs by form only (the customer's files are out of the client's reach).
 import pytest
 
 from vllm_sagemaker.container import serve
+from vllm_sagemaker.core.environment import environment_problems
 from vllm_sagemaker.deploy.kit import checks
-from vllm_sagemaker.handler.core.environment import environment_problems
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call, Undo
 from vllm_sagemaker.deploy.kit.plans import scaling
 from vllm_sagemaker.deploy.kit.plans.rollback import undo, undo_beside
-from vllm_sagemaker.handler.core import cloudwatch
 
 AAS = "application-autoscaling"
 TARGET = {

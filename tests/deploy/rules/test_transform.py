@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from vllm_sagemaker.core.config import MIB
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused
 from vllm_sagemaker.deploy.base.ordered import packed, payload_problem
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
@@ -21,7 +22,6 @@ from vllm_sagemaker.deploy.transform.job import (
     settings,
 )
 from vllm_sagemaker.deploy.transform.jsonpath import JsonPathError, compiled
-from vllm_sagemaker.handler.core.config import MIB
 
 RECORD = {"id": 7, "a": {"b": [10, 20, 30, 40]}, "tags": ["x", "y"], "SageMakerOutput": {"v": 1}}
 

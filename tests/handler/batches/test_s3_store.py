@@ -9,12 +9,12 @@ import boto3
 import pytest
 
 from tests.support.servers import free_port
+from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.handler.batches.store.chunking import Chunk, cut, measured
 from vllm_sagemaker.handler.batches.store.s3.chunks import Chunks
 from vllm_sagemaker.handler.batches.store.s3.store import S3Store
 from vllm_sagemaker.handler.batches.store.types import StoredFile, StoreUnavailable, Work
 from vllm_sagemaker.handler.batches.store.usage import zero_usage
-from vllm_sagemaker.handler.core.jsonlines import iter_records
 
 
 @pytest.mark.parametrize(

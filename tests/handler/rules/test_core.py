@@ -1,4 +1,4 @@
-"""Rules written once in handler/core and used by several layers, each with a table of cases."""
+"""Rules written once in core and used by several layers, each with a table of cases."""
 
 import asyncio
 import json
@@ -9,6 +9,11 @@ from typing import Any
 import pytest
 
 from vllm_sagemaker.container import serve
+from vllm_sagemaker.core import content_types, ids, routing, usage
+from vllm_sagemaker.core.batch_lines import CANCELLED_LINE
+from vllm_sagemaker.core.config import ASYNC_MARKER, MIB, SERVERLESS_MARKER
+from vllm_sagemaker.core.env import ConfigError, flag
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.deploy.batch import minibatches
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.state import Fleet, Shard
@@ -16,11 +21,6 @@ from vllm_sagemaker.deploy.kit.plans.transform import transform_call
 from vllm_sagemaker.handler.batches.api import batch_object
 from vllm_sagemaker.handler.batches.api import batches as batches_api
 from vllm_sagemaker.handler.batches.api import files as files_api
-from vllm_sagemaker.handler.core import content_types, ids, routing, usage
-from vllm_sagemaker.handler.core.batch_lines import CANCELLED_LINE
-from vllm_sagemaker.handler.core.config import ASYNC_MARKER, MIB, SERVERLESS_MARKER
-from vllm_sagemaker.handler.core.env import ConfigError, flag
-from vllm_sagemaker.handler.core.errors import RequestError
 from vllm_sagemaker.handler.records.messages import watch_disconnect
 
 

@@ -4,7 +4,7 @@ source without running it, and the pip command for requirements.txt."""
 import pytest
 
 from vllm_sagemaker.container import requirements
-from vllm_sagemaker.handler.core import handler_specs
+from vllm_sagemaker.core import handler_specs
 
 SCRIPT = """
 import json

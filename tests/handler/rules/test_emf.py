@@ -10,11 +10,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.support import emf_spec
+from vllm_sagemaker.core import cloudwatch
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.environment import environment_problems
+from vllm_sagemaker.core.metrics_settings import MetricsSettings
 from vllm_sagemaker.handler.batches.admission import metrics as admission_metrics
-from vllm_sagemaker.handler.core import cloudwatch
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.environment import environment_problems
-from vllm_sagemaker.handler.core.metrics_settings import MetricsSettings
 from vllm_sagemaker.handler.metrics import emf
 from vllm_sagemaker.handler.process import lifecycle
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from vllm_sagemaker.container import env_args
-from vllm_sagemaker.handler.core import routing, usage
-from vllm_sagemaker.handler.core.config import MIB, Config
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core import routing, usage
+from vllm_sagemaker.core.config import MIB, Config
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.process.logs import logfmt
 from vllm_sagemaker.handler.sagemaker import adapters, sessions
 

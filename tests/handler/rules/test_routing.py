@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from vllm_sagemaker.handler.core import content_types, json_record, kinds, routing, tgi
-from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.routing import Answer, BatchLineError
+from vllm_sagemaker.core import content_types, json_record, kinds, routing, tgi
+from vllm_sagemaker.core.errors import RequestError
+from vllm_sagemaker.core.routing import Answer, BatchLineError
 from vllm_sagemaker.handler.sagemaker.auth import ApiKeys
 
 GENERATE = frozenset(

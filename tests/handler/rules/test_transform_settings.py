@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from vllm_sagemaker.handler.core import execution_parameters, formats, jsonlines, routing
-from vllm_sagemaker.handler.core.config import Config
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.errors import RequestError
-from vllm_sagemaker.handler.core.routing import Answer
+from vllm_sagemaker.core import execution_parameters, formats, jsonlines, routing
+from vllm_sagemaker.core.config import Config
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.errors import RequestError
+from vllm_sagemaker.core.routing import Answer
 from vllm_sagemaker.handler.records.pipeline import MULTI_RECORD
 
 BOM = jsonlines.BOM

@@ -22,8 +22,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.handler.batches.store.types import StoreError, StoreUnavailable
-from vllm_sagemaker.handler.core import s3_uri
 
 CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict"}
 MISSING = {"NoSuchKey", "404", "NotFound"}

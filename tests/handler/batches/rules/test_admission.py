@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from vllm_sagemaker.core.config import BatchApiSettings
+from vllm_sagemaker.core.env import ConfigError
 from vllm_sagemaker.handler.batches.admission import rules as admission
 from vllm_sagemaker.handler.batches.admission.rules import Settings, State
-from vllm_sagemaker.handler.core.config import BatchApiSettings
-from vllm_sagemaker.handler.core.env import ConfigError
 
 S = Settings(full=256, slo_ratio=2.0, quiet_s=2.0, grow_every_s=1.0, shrink_every_s=0.5)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sagemaker.core.batch_lines import MAX_LINES, validate
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.admission import rules as admission
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.batches.api import batch_object
@@ -15,8 +17,6 @@ from vllm_sagemaker.handler.batches.store.chunking import lines_per_chunk
 from vllm_sagemaker.handler.batches.store.sqlite import Store
 from vllm_sagemaker.handler.batches.store.types import Claim, StoredFile, Work
 from vllm_sagemaker.handler.batches.store.usage import add_usage, zero_usage
-from vllm_sagemaker.handler.core.batch_lines import MAX_LINES, validate
-from vllm_sagemaker.handler.core.errors import RequestError
 
 SERVED = frozenset({"/v1/chat/completions", "/v1/completions", "/tokenize"})
 

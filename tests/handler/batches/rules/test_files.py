@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.handler.batches.api import files as files_api
 from vllm_sagemaker.handler.batches.api import paging, routes
 from vllm_sagemaker.handler.batches.api.uploads import receive_upload
 from vllm_sagemaker.handler.batches.store.sqlite import Store
 from vllm_sagemaker.handler.batches.store.types import StoredFile
-from vllm_sagemaker.handler.core.errors import RequestError
 
 BOUNDARY = "b0undary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

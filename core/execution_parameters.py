@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core.env import ConfigError
+from vllm_sagemaker.core.env import ConfigError
 
 MAX_TOTAL_MB = 100
 DEFAULT_PAYLOAD_MB = 1

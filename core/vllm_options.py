@@ -2,7 +2,7 @@
 
 Written by `.venv/bin/python -m tests.support.vllm_options` (do not edit by hand);
 `tests/container/test_vllm_flags.py` fails while this differs from the installed vLLM's parser.
-`handler.core.sm_vllm` checks SM_VLLM_* names against it, in `serve` and in `deploy --env`.
+`core.sm_vllm` checks SM_VLLM_* names against it, in `serve` and in `deploy --env`.
 """
 
 VLLM_VERSION = "0.32.0"

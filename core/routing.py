@@ -4,7 +4,7 @@ Explicit routing beats guessing, in this order:
 1. an OpenAI batch line (`{"custom_id", "method", "url", "body"}`) goes to its `url`;
 2. `route=/v1/...` in `X-Amzn-SageMaker-Custom-Attributes` (the AWS vLLM images' convention);
 3. `SAGEMAKER_INVOCATIONS_ROUTE`, fixed for the whole container (Batch Transform sends no headers);
-4. otherwise the request kinds of `handler.core.kinds`, tried in table order.
+4. otherwise the request kinds of `core.kinds`, tried in table order.
 Only inference routes can be named explicitly; administrative routes are refused, never called.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from vllm_sagemaker.handler.core import batch_lines, kinds, tgi
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core import batch_lines, kinds, tgi
+from vllm_sagemaker.core.errors import RequestError
 
 
 class Answer(Enum):
@@ -115,7 +115,7 @@ def batch_line_target(
     model: str | None = None,
     priority: int | None = None,
 ) -> Target:
-    """The target of an OpenAI batch line (rules: handler.core.batch_lines); errors carry its
+    """The target of an OpenAI batch line (rules: core.batch_lines); errors carry its
     custom_id. `priority` (a batch the server runs) becomes the body's engine priority."""
     fault = batch_lines.fields_fault(record) or batch_lines.request_fault(record, served)
     if fault is not None:

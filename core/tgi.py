@@ -7,7 +7,7 @@ those containers keep working unchanged.
 
 from typing import Any
 
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.errors import RequestError
 
 # TGI/LMI parameter -> vLLM completion parameter, where only the name differs.
 RENAMED = {

@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core import dispatch, execution_parameters
-from vllm_sagemaker.handler.core.env import (
+from vllm_sagemaker.core import dispatch, execution_parameters
+from vllm_sagemaker.core.env import (
     RESTARTS_VAR,
     ConfigError,
     flag,
@@ -20,9 +20,9 @@ from vllm_sagemaker.handler.core.env import (
     seconds,
     whole_number,
 )
-from vllm_sagemaker.handler.core.execution_parameters import ExecutionParameters, positive_int
-from vllm_sagemaker.handler.core.model_names import FALLBACK_VAR
-from vllm_sagemaker.handler.core.shm import SHM_PATH, shm_usable
+from vllm_sagemaker.core.execution_parameters import ExecutionParameters, positive_int
+from vllm_sagemaker.core.model_names import FALLBACK_VAR
+from vllm_sagemaker.core.shm import SHM_PATH, shm_usable
 
 MIB = 1024 * 1024
 # vLLM's `--api-key`, as `serve` reads it (container.env_args); `api_keys` says what it holds.

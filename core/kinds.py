@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.errors import RequestError
 
 Body = Any
 

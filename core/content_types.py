@@ -2,7 +2,7 @@
 
 from enum import Enum
 
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.errors import RequestError
 
 JSON_TYPES = frozenset({"application/json"})
 # The JSON Lines type this project sends and answers with (SageMaker's name for it).

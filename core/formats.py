@@ -3,9 +3,9 @@
 import json
 from typing import Any
 
-from vllm_sagemaker.handler.core import ids, tgi
-from vllm_sagemaker.handler.core.errors import RequestError, error_body, status_phrase
-from vllm_sagemaker.handler.core.routing import Answer
+from vllm_sagemaker.core import ids, tgi
+from vllm_sagemaker.core.errors import RequestError, error_body, status_phrase
+from vllm_sagemaker.core.routing import Answer
 
 # The id of one line of a batch's output, as OpenAI names it.
 

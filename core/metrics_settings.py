@@ -1,4 +1,4 @@
-"""The CloudWatch metrics' settings (`SAGEMAKER_METRICS*`, named in `handler.core.cloudwatch`):
+"""The CloudWatch metrics' settings (`SAGEMAKER_METRICS*`, named in `core.cloudwatch`):
 whether the server writes EMF documents, how often, under which namespace and dimensions. `serve`
 and `deploy --env` refuse a value CloudWatch would refuse, so a typo is one line at start rather
 than metrics that never appear."""
@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core import cloudwatch
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.execution_parameters import positive_int
+from vllm_sagemaker.core import cloudwatch
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.execution_parameters import positive_int
 
 # CloudWatch's PutMetricData rules: a namespace of 1-255 of these characters, not under AWS/;
 # a dimension value of 1-1024 ASCII characters, not only spaces.

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from vllm_sagemaker.handler.core.config import MAX_JSON_DEPTH
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.config import MAX_JSON_DEPTH
+from vllm_sagemaker.core.errors import RequestError
 
 
 def parse(raw: bytes) -> Any:

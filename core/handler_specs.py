@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from vllm_sagemaker.handler.core.env import model_dir
+from vllm_sagemaker.core.env import model_dir
 
 HANDLER_VARIABLES = ("CUSTOM_FASTAPI_PING_HANDLER", "CUSTOM_FASTAPI_INVOCATION_HANDLER")
 SCRIPT_VARIABLE = "CUSTOM_SCRIPT_FILENAME"

@@ -9,8 +9,8 @@ checks the same (both through `environment.environment_problems`).
 import difflib
 from collections.abc import Mapping
 
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS, VLLM_VERSION
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.vllm_options import LONG_OPTIONS, SHORT_OPTIONS, VLLM_VERSION
 
 SM_VLLM_PREFIX = "SM_VLLM_"
 # Settings the SageMaker contract owns: they never become flags (the model comes from

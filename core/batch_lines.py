@@ -23,8 +23,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vllm_sagemaker.handler.core import kinds
-from vllm_sagemaker.handler.core.errors import INTERNAL_ERROR, RequestError
+from vllm_sagemaker.core import kinds
+from vllm_sagemaker.core.errors import INTERNAL_ERROR, RequestError
 
 MAX_LINES = 50_000
 # A line that never ran because its batch was cancelled or stopped, wherever batches run (the

@@ -10,12 +10,12 @@ SM_VLLM_* names among them against vLLM's own options (`sm_vllm`).
 import re
 from collections.abc import Callable, Mapping
 
-from vllm_sagemaker.handler.core import handler_specs, sm_vllm
-from vllm_sagemaker.handler.core.config import Config
-from vllm_sagemaker.handler.core.env import ConfigError, flag
-from vllm_sagemaker.handler.core.execution_parameters import positive_int
-from vllm_sagemaker.handler.core.metrics_settings import MetricsSettings
-from vllm_sagemaker.handler.core.restart_policy import RestartPolicy
+from vllm_sagemaker.core import handler_specs, sm_vllm
+from vllm_sagemaker.core.config import Config
+from vllm_sagemaker.core.env import ConfigError, flag
+from vllm_sagemaker.core.execution_parameters import positive_int
+from vllm_sagemaker.core.metrics_settings import MetricsSettings
+from vllm_sagemaker.core.restart_policy import RestartPolicy
 
 DEFAULT_PORT = 8080
 AUTO_INSTALL_VAR = "STANDARD_AUTO_INSTALL_REQ"

@@ -1,14 +1,14 @@
 """How `serve` restarts vLLM, as read from the environment (PROCESS_AUTO_RECOVERY,
 PROCESS_MAX_START_RETRIES, SAGEMAKER_RESTART_WINDOW_SECONDS, SAGEMAKER_STOP_TIMEOUT_SECONDS). It
 sits in the core so that the client's `deploy --env` refuses exactly the values `serve` would
-(`handler.core.environment`); what the variables mean and the rules that use the policy are
+(`core.environment`); what the variables mean and the rules that use the policy are
 `container.restarts`'.
 """
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_sagemaker.handler.core.env import flag, seconds, whole_number
+from vllm_sagemaker.core.env import flag, seconds, whole_number
 
 MAX_RESTARTS_LIMIT = 100
 DEFAULT_MAX_RESTARTS = 3

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from vllm_sagemaker.handler.core import dispatch
-from vllm_sagemaker.handler.core.config import Config
-from vllm_sagemaker.handler.core.dispatch import Way
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.environment import environment_problems
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core import dispatch
+from vllm_sagemaker.core.config import Config
+from vllm_sagemaker.core.dispatch import Way
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.environment import environment_problems
+from vllm_sagemaker.core.errors import RequestError
 
 # A record of a multi-record body that nothing sends to the route: the table's last row.
 SERVED: dict[str, Any] = {

@@ -27,8 +27,8 @@ the serving object's request, as on the route.
 
 from enum import Enum
 
-from vllm_sagemaker.handler.core.env import ConfigError
-from vllm_sagemaker.handler.core.errors import RequestError
+from vllm_sagemaker.core.env import ConfigError
+from vllm_sagemaker.core.errors import RequestError
 
 DISPATCH_VAR = "SAGEMAKER_RECORD_DISPATCH"
 # The custom attribute that picks the way for one invocation's records.
