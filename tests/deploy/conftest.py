@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.deploy.deploying import ROLE
-from tests.support.components_emulator import State, components_emulator
+from tests.support.components.common import State
+from tests.support.components.server import components_emulator
 
 
 @pytest.fixture

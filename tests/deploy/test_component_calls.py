@@ -13,7 +13,7 @@ import pytest
 from tests.deploy.deploying import IMAGE
 from tests.deploy.recording import recorded, run
 from tests.support.aws import moto_endpoint
-from tests.support.components_emulator import State
+from tests.support.components.common import State
 from vllm_sagemaker.deploy.base import run as base_run
 
 BODY = '{"messages": [{"role": "user", "content": "hi"}]}'

@@ -1,5 +1,5 @@
 """`deploy component` against moto and the inference-component stand-in beside it
-(tests/support/components_emulator.py): two components on one endpoint made for them, an
+(tests/support/components/): two components on one endpoint made for them, an
 update, scale to zero (the alarm armed with the step policy's ARN), a failed run taken back, and
 `deploy delete` of one component and of the endpoint; each dry run writes nothing and the real
 run makes exactly the printed writes. An async endpoint scales from 0 (`--autoscale 0:N`)."""
@@ -12,7 +12,7 @@ import pytest
 from tests.deploy.deploying import IMAGE, model_options
 from tests.deploy.recording import dry_then_real, recorded, run, state, writes
 from tests.support.aws import moto_endpoint
-from tests.support.components_emulator import State
+from tests.support.components.common import State
 from vllm_sagemaker.deploy.base import run as base_run
 from vllm_sagemaker.deploy.kit.plans import scaling
 

@@ -11,7 +11,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.support.aws import moto_endpoint
-from tests.support.components_emulator import COPIES, State
+from tests.support.components.autoscaling import COPIES
+from tests.support.components.common import State
 from tests.support.service_model import request_problem
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
