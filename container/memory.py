@@ -9,10 +9,13 @@ Inference), the cap is a hard one: the kernel kills a process that passes it. Th
 gets a quarter of the cap (more when one sequence of the model's context needs more), at most
 what is left once vLLM's processes, the model's weights and a headroom for requests are counted;
 and a model that cannot fit even one sequence of its context stops `serve` at once with one line
-saying what it has, what it needs and the sizes that would work.
+saying what it has, what it needs and the sizes that would work. The weights are the files
+vLLM loads (`weight_files`), wherever they are: `serve` reads their sizes from the model's
+directory, the Hugging Face Hub or the object store it streams them from.
 """
 
-from collections.abc import Mapping, Sequence
+import fnmatch
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +40,36 @@ HEADROOM_SHARE = 0.1
 HEADROOM_MIN_BYTES = 128 * MIB
 # The KV cache a capped container gets is a multiple of this.
 KV_STEP_BYTES = 16 * MIB
-# Weights as a model directory holds them.
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+# The weight files vLLM 0.32 loads by `--load-format` (model_loader/default_loader.py,
+# runai_streamer_loader.py): the patterns it tries in turn at the model's root, the first that
+# matches a file winning, so a folder with both model.safetensors and pytorch_model.bin loads
+# the safetensors alone. "auto" is "mistral" when a consolidated*.safetensors is there, else "hf".
+WEIGHT_PATTERNS = {
+    "hf": ("*.safetensors", "*.bin", "*.pt"),
+    "safetensors": ("*.safetensors",),
+    "fastsafetensors": ("*.safetensors",),
+    "instanttensor": ("*.safetensors",),
+    "mistral": ("consolidated*.safetensors",),
+    "pt": ("*.pt",),
+    "npcache": ("*.bin", "*.pt"),
+    "runai_streamer": ("*.safetensors",),
+}
+MISTRAL = "consolidated*.safetensors"
+STREAMER = "runai_streamer"
+# Sharded safetensors: vLLM loads only the files the index's weight_map names (a consolidated
+# file beside the shards is left out).
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+MISTRAL_INDEX = "consolidated.safetensors.index.json"
+INDEX_FILES = (SAFETENSORS_INDEX, MISTRAL_INDEX)
+# Checkpoints of training that vLLM never loads (weight_utils.filter_files_not_needed_for_
+# inference).
+NOT_FOR_INFERENCE = (
+    "training_args.bin",
+    "optimizer.bin",
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+)
 # Bytes of one value by dtype name (vLLM's and transformers' spellings).
 DTYPE_BYTES = {
     "float32": 4,
@@ -74,9 +105,38 @@ class Sizing:
     problems: list[str] = field(default_factory=list)
 
 
-def weights_bytes(files: Mapping[str, int]) -> int:
-    """The bytes of the weights among a model directory's files (name -> size)."""
-    return sum(size for name, size in files.items() if name.endswith(WEIGHT_SUFFIXES))
+def weight_files(
+    files: Collection[str],
+    load_format: str = "auto",
+    indexes: Mapping[str, Collection[str]] | None = None,
+    from_hub: bool = False,
+) -> list[str] | None:
+    """The files among a model's (paths from its root) that vLLM loads as its weights, each
+    weight once: at the root, of the first of the load format's patterns that matches (the
+    safetensors over a .bin or .pt of the same weights), those the index names when the
+    safetensors are sharded (`indexes`: an index file present -> the files its weight_map
+    names), no training checkpoints. The Run:ai streamer reads every safetensors at an object
+    store's prefix or a directory, its index unread; from the Hub (`from_hub`) it downloads
+    only the indexed ones. None for a load format whose weights are not these files (dummy,
+    gguf, bitsandbytes, tensorizer, ...)."""
+    if load_format == "auto":
+        root = [name for name in files if "/" not in name]
+        load_format = "mistral" if fnmatch.filter(root, MISTRAL) else "hf"
+    patterns = WEIGHT_PATTERNS.get(load_format)
+    if patterns is None:
+        return None
+    chosen: list[str] = []
+    pattern = ""
+    for pattern in patterns:
+        chosen = sorted(n for n in files if "/" not in n and fnmatch.fnmatchcase(n, pattern))
+        if chosen:
+            break
+    if not pattern.endswith(".safetensors"):
+        return [n for n in chosen if not n.endswith(NOT_FOR_INFERENCE)]
+    index = (indexes or {}).get(MISTRAL_INDEX if load_format == "mistral" else SAFETENSORS_INDEX)
+    if index is None or (load_format == STREAMER and not from_hub):
+        return chosen
+    return [n for n in chosen if n in index]
 
 
 def model(config: Mapping[str, Any], weights: int, args: Sequence[str]) -> Model:
@@ -135,6 +195,16 @@ def given_kv_bytes(env: Mapping[str, str], args: Sequence[str]) -> int | None:
     return readable_int(flag_value(args, KV_BYTES_FLAG) or "")
 
 
+def checks_fit(env: Mapping[str, str], args: Sequence[str], gpus: int, cap: int | None) -> bool:
+    """Whether `size` weighs the model against the memory: in a capped container on CPUs,
+    whose KV cache is either serve's or one the user sized in a value vLLM reads."""
+    return (
+        not gpus
+        and cap is not None
+        and (given_kv_bytes(env, args) is not None or not kv_sized(env, args))
+    )
+
+
 def _mib(size: int) -> str:
     return f"{size // MIB:,} MiB"
 
@@ -149,11 +219,11 @@ def size(
 ) -> Sizing:
     """The KV cache for the CPU engine (nothing on a GPU machine), and whether the model fits
     in `cap` (the container's memory limit in bytes, None when it has none)."""
-    given = given_kv_bytes(env, args)
-    if gpus or ((cap is None or given is None) and kv_sized(env, args)):
-        return Sizing()
-    if cap is None:
+    if cap is None or not checks_fit(env, args, gpus, cap):
+        if gpus or kv_sized(env, args):
+            return Sizing()
         return Sizing(env={KV_SPACE_VAR: str(default_kv_cache_gib(mem_available))})
+    given = given_kv_bytes(env, args)
     headroom = max(HEADROOM_MIN_BYTES, int(cap * HEADROOM_SHARE))
     base = VLLM_PROCESSES_BYTES + found.weights_bytes + headroom
     one_sequence = found.kv_bytes_per_token * found.max_model_len

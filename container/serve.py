@@ -9,13 +9,12 @@ one clear message before anything starts.
 """
 
 import argparse
-import contextlib
+import dataclasses
 import json
 import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from vllm_sagemaker.container import (
     cgroup,
@@ -23,6 +22,7 @@ from vllm_sagemaker.container import (
     env_args,
     hardware,
     memory,
+    model_reads,
     modelinfos,
     requirements,
     system,
@@ -38,28 +38,35 @@ from vllm_sagemaker.core.restart_policy import RestartPolicy
 # API-server module, it honours --api-server-count (several API-server processes), headless
 # mode and data-parallel supervisors.
 VLLM_SERVE = ("-m", "vllm_sagemaker.container.vllm_cli", "serve")
+# The start of the line of a model whose weights could not be counted (its reason follows);
+# vLLM starts all the same.
+NOT_CHECKED = "whether the model fits in memory is not checked"
 
 
-def model_files(path: str) -> tuple[dict[str, Any], dict[str, int]]:
-    """A model directory's config.json and its files' sizes (empty where it cannot be read).
-    A file this user may not read is a ConfigError: vLLM would fail on it later, in words that
-    do not say why (a container may run under any uid, as on Serverless Inference)."""
-    sizes: dict[str, int] = {}
-    with contextlib.suppress(OSError), os.scandir(path) as entries:
-        sizes = {entry.name: entry.stat().st_size for entry in entries if entry.is_file()}
-    unreadable = sorted(name for name in sizes if not os.access(os.path.join(path, name), os.R_OK))
-    if unreadable:
-        raise ConfigError(
-            f"this container's user (uid {os.getuid()}) cannot read the model's "
-            f"{', '.join(unreadable[:3])}{' and others' if len(unreadable) > 3 else ''} in "
-            f"{path}: make the files readable by any user (chmod -R a+rX) before packing them"
-        )
-    config: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as file:
-            loaded = json.load(file)
-        config = loaded if isinstance(loaded, dict) else {}
-    return config, sizes
+def model_memory(
+    env: Mapping[str, str], args: Sequence[str], checked: bool
+) -> tuple[memory.Model, list[str]]:
+    """The model's memory as its files say (`container.memory`), and what `serve` says when
+    its fit cannot be checked (`checked`: the container's memory caps it). A model directory
+    is always read (a file this user cannot read is a ConfigError); the Hub and S3 only when
+    the fit is checked."""
+    model = env_args.flag_value(args, "--model") or ""
+    place = model_reads.where(model)
+    files = model_reads.Files()
+    try:
+        if place == "dir":
+            files = model_reads.directory(model)
+        elif checked and place != "path":
+            files = model_reads.remote(env, model, env_args.flag_value(args, "--revision"))
+    except model_reads.NotRead as unread:
+        return memory.Model(), [f"{NOT_CHECKED}: {unread}"]
+    load_format = env_args.flag_value(args, "--load-format") or "auto"
+    names = memory.weight_files(files.sizes, load_format, files.indexes, files.from_hub)
+    found = memory.model(files.config, sum(files.sizes[n] for n in names or ()), args)
+    if names is None and checked:
+        why = f"vLLM's --load-format {load_format} loads weights this check does not count"
+        return found, [f"{NOT_CHECKED}: {why}"]
+    return found, []
 
 
 def engine_memory(
@@ -68,15 +75,15 @@ def engine_memory(
     """The KV cache that fits this machine (`container.memory`): a container is capped when its
     cgroup's limit is below the machine's memory, and then has what is left of the limit or
     of the machine's free memory, whichever is less."""
-    config, files = model_files(env_args.flag_value(args, "--model") or "")
-    found = memory.model(config, memory.weights_bytes(files), args)
     available = hardware.mem_available_bytes()
     cap = limits.memory_bytes
     if cap is not None and cap >= hardware.mem_total_bytes():
         cap = None
     if cap is not None:
         cap = min(cap, limits.memory_used_bytes + available)
-    return memory.size(env, args, gpus, cap, available, found)
+    found, said = model_memory(env, args, memory.checks_fit(env, args, gpus, cap))
+    sized = memory.size(env, args, gpus, cap, available, found)
+    return dataclasses.replace(sized, notes=[*said, *sized.notes])
 
 
 def server_command(

@@ -57,7 +57,9 @@ MAY_IMPORT = {
 # server install brings). The client's list is its install's dependencies (pyproject.toml).
 THIRD_PARTY: dict[str, frozenset[str] | None] = {
     "core": frozenset(),
-    "container": frozenset({"vllm"}),
+    # `serve` reads a model's files' sizes from the Hub and S3 before vLLM starts (the fit
+    # check, container/model_reads.py), with the clients vLLM brings and uses for the same files.
+    "container": frozenset({"vllm", "huggingface_hub", "boto3", "botocore"}),
     **{
         client: frozenset({"boto3", "botocore", "httpx", "smart_open", "tqdm"})
         for client in CLIENT
@@ -212,7 +214,8 @@ def our_files() -> list[Path]:
             "client.kit -> entry",
         ),
         ("vllm_sagemaker.container.vllm_cli", "vllm.entrypoints.cli.main", None),
-        ("vllm_sagemaker.container.serve", "boto3", "container must not import boto3"),
+        ("vllm_sagemaker.container.model_reads", "boto3", None),
+        ("vllm_sagemaker.container.serve", "httpx", "container must not import httpx"),
         (
             "vllm_sagemaker.handler.middleware",
             "handler.config",

@@ -137,9 +137,92 @@ def test_a_context_given_on_the_command_line_wins_over_the_config() -> None:
     assert memory.model({}, 0, []) == Model()
 
 
-def test_only_weight_files_count() -> None:
-    files = {"model.safetensors": 100, "pytorch_model.bin": 50, "tokenizer.json": 7}
-    assert memory.weights_bytes(files) == 150
+SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+INDEX = {"model.safetensors.index.json": SHARDS}
+
+
+@pytest.mark.parametrize(
+    ("files", "load_format", "indexes", "from_hub", "loaded"),
+    [
+        # bge-base-en-v1.5 and all-MiniLM-L6-v2 as the Hub holds them: the safetensors once,
+        # not the .bin beside them, nor the ONNX and OpenVINO copies in their folders.
+        (
+            [
+                "config.json",
+                "model.safetensors",
+                "pytorch_model.bin",
+                "onnx/model.onnx",
+                "openvino/openvino_model.bin",
+                "1_Pooling/config.json",
+            ],
+            "auto",
+            {},
+            True,
+            ["model.safetensors"],
+        ),
+        # Llama-3.2-1B: Meta's original checkpoint in its folder is not loaded.
+        (
+            ["model.safetensors", "original/consolidated.00.pth"],
+            "auto",
+            {},
+            True,
+            ["model.safetensors"],
+        ),
+        # No safetensors: the .bin, never a training checkpoint; else the .pt.
+        (
+            ["pytorch_model.bin", "training_args.bin", "tokenizer.json"],
+            "auto",
+            {},
+            False,
+            ["pytorch_model.bin"],
+        ),
+        (["model.pt", "optimizer.pt", "scheduler.pt"], "auto", {}, False, ["model.pt"]),
+        # Sharded safetensors: the files the index names, not a whole copy beside them.
+        (
+            [*SHARDS, "model.safetensors", "model.safetensors.index.json"],
+            "auto",
+            INDEX,
+            False,
+            SHARDS,
+        ),
+        # Mistral's own format wins under "auto": the consolidated file, not the shards.
+        (
+            ["consolidated.safetensors", *SHARDS, "model.safetensors.index.json", "params.json"],
+            "auto",
+            INDEX,
+            True,
+            ["consolidated.safetensors"],
+        ),
+        # ... unless vLLM is told the Hugging Face format.
+        (["consolidated.safetensors", *SHARDS], "hf", INDEX, True, SHARDS),
+        # The streamer reads every safetensors at an S3 prefix (its index unread); from the
+        # Hub, only the indexed ones are downloaded.
+        (
+            [*SHARDS, "model.safetensors", "pytorch_model.bin"],
+            "runai_streamer",
+            INDEX,
+            False,
+            [*SHARDS, "model.safetensors"],
+        ),
+        ([*SHARDS, "model.safetensors"], "runai_streamer", INDEX, True, SHARDS),
+        (["pytorch_model.bin"], "runai_streamer", {}, False, []),
+        # A load format names which files: .pt alone, safetensors alone.
+        (["model.safetensors", "model.pt"], "pt", {}, False, ["model.pt"]),
+        (["pytorch_model.bin", "model.pt"], "safetensors", {}, False, []),
+        # Formats whose memory is not these files: unknown here.
+        (["model.safetensors"], "dummy", {}, False, None),
+        (["model.safetensors"], "bitsandbytes", {}, False, None),
+        (["model-q4.gguf"], "gguf", {}, False, None),
+    ],
+)
+def test_each_weight_counts_once_as_vllm_loads_it(
+    files: list[str],
+    load_format: str,
+    indexes: dict[str, list[str]],
+    from_hub: bool,
+    loaded: list[str] | None,
+) -> None:
+    assert memory.weight_files(files, load_format, indexes, from_hub) == loaded
 
 
 @pytest.mark.parametrize(
