@@ -36,29 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="start vLLM's OpenAI server configured from the environment",
         )
     )
-    transform.add_arguments(
-        subcommands.add_parser(
-            "transform",
-            help="run a Batch Transform job locally against a running container",
-            description="Run a SageMaker Batch Transform job against a running container (local "
-            "or remote), the way SageMaker drives it: /ping, /execution-parameters, then "
-            "mini-batches on /invocations. Inputs and outputs are local paths or s3:// prefixes. "
-            "Exit status: 0 when every file was transformed, 1 when some failed, 2 when the job "
-            "could not start.",
+    for name, command in (("transform", transform), ("batch", batch)):
+        command.add_options(
+            subcommands.add_parser(name, help=command.SUMMARY, description=command.DESCRIPTION)
         )
-    )
-    batch.add_arguments(
-        subcommands.add_parser(
-            "batch",
-            help="run an OpenAI batch file through the container's record pipeline",
-            description="Run an OpenAI batch file (custom_id/method/url/body lines) through a "
-            "running container (--endpoint) or one started for the run (--model; unknown options "
-            "go to vLLM). Streams the input, keeps at most --max-inflight lines in flight, appends "
-            "answers in input order as they finish, and --resume finishes an interrupted run. "
-            "Exit status: 0 when every line was answered (bad lines get error lines), 1 when the "
-            "run stopped (unreadable input, no engine, unwritable output).",
-        )
-    )
     deploy.add_arguments(
         subcommands.add_parser(
             "deploy",
@@ -118,18 +99,18 @@ def _run(argv: list[str]) -> int:
     from vllm_sagemaker.deploy.base import profile, region
     from vllm_sagemaker.deploy.base.errors import refuse
 
-    # AWS_REGION counts as AWS_DEFAULT_REGION for every client command (deploy's --region too).
-    region.use_region(None, os.environ)
+    # --region, else AWS_REGION, as AWS_DEFAULT_REGION, for every client command.
+    region.use_region(getattr(args, "region", None), os.environ)
     # --profile, on every command that calls AWS: boto3 uses it from here on.
     refuse(profile.use_profile(getattr(args, "profile", None), os.environ))
-    if args.command == "batch":
-        from vllm_sagemaker.deploy.batch import command as batch
-
-        return batch.main(args, extra)
-    if args.command == "transform":
-        from vllm_sagemaker.deploy.transform import command as transform
-
-        return transform.main(args)
+    from vllm_sagemaker.deploy.base.command import run
+    from vllm_sagemaker.deploy.batch import command as batch
     from vllm_sagemaker.deploy.kit import cli as deploy
+    from vllm_sagemaker.deploy.transform import command as transform
 
-    return deploy.main(args)
+    args.vllm_args = extra  # `batch --model`'s options for vLLM
+    commands = {"batch": batch, "transform": transform}
+    command = (
+        commands[args.command] if args.command in commands else deploy.COMMANDS[args.deploy_command]
+    )
+    return run(command, args, os.environ)

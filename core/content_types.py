@@ -4,7 +4,8 @@ from enum import Enum
 
 from vllm_sagemaker.core.errors import RequestError
 
-JSON_TYPES = frozenset({"application/json"})
+JSON = "application/json"
+JSON_TYPES = frozenset({JSON})
 # The JSON Lines type this project sends and answers with (SageMaker's name for it).
 JSON_LINES = "application/jsonlines"
 JSON_LINES_TYPES = frozenset(

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from vllm_sagemaker.core.env import ConfigError
 
 MAX_TOTAL_MB = 100
+# What the container answers (and the kit's jobs ask for) when nothing is set.
 DEFAULT_PAYLOAD_MB = 1
 DEFAULT_CONCURRENCY = 2
+# SageMaker's own defaults, when neither the job nor the container says otherwise.
+SAGEMAKER_PAYLOAD_MB = 6
+SAGEMAKER_CONCURRENCY = 1
 STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 
 

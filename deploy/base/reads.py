@@ -13,11 +13,16 @@ T = TypeVar("T")
 
 
 class Reads:
-    """The reads one command makes; `assumed` lists what a dry run had to assume instead."""
+    """The reads one command makes while it plans; `assumed` lists what a dry run had to assume
+    instead, `notes` what the plan found to tell (said before the plan runs, or is refused)."""
 
     def __init__(self, dry_run: bool) -> None:
         self.dry_run = dry_run
         self.assumed: list[str] = []
+        self.notes: list[str] = []
+
+    def note(self, line: str) -> None:
+        self.notes.append(line)
 
     def describe(self, call: Call, assumption: str | None = None) -> dict[str, Any] | None:
         """The answer to a read call, or None when what it reads does not exist. `assumption`:

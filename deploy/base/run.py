@@ -1,5 +1,5 @@
-"""Carrying out a plan of AWS calls with boto3, or printing it for `--dry-run`; taking back what
-a failed run created (`Rollback`)."""
+"""Making AWS calls with boto3, waiting for what they started, and taking back what a failed run
+created (`Rollback`)."""
 
 import contextlib
 import re
@@ -19,7 +19,6 @@ from vllm_sagemaker.deploy.base.calls import (
     Undo,
     client,
     operation,
-    to_json,
 )
 from vllm_sagemaker.deploy.base.error_answers import Refusal, missing
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
@@ -30,18 +29,8 @@ from vllm_sagemaker.deploy.base.say import say
 NAMED_WRITES = 2
 
 
-def execute(
-    calls: Sequence[Call],
-    dry_run: bool,
-    assumed: Sequence[str] = (),
-    rollback: "Rollback | None" = None,
-) -> list[dict[str, Any]]:
-    """Make the calls and return their answers; a dry run prints them and what it assumed."""
-    if dry_run:
-        for assumption in assumed:
-            say(f"dry run: {assumption}")
-        print(to_json(calls))
-        return []
+def execute(calls: Sequence[Call], rollback: "Rollback | None" = None) -> list[dict[str, Any]]:
+    """Make the calls and return their answers (`deploy.base.plan.apply` makes a plan's)."""
     with _LineReader() as lines:
         answers = []
         for call in calls:

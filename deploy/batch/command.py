@@ -1,11 +1,16 @@
-"""`vllm-sagemaker batch`'s options (no boto3 here: `--help` builds the parser)."""
+"""`vllm-sagemaker batch`: its options, checks and plan, a `deploy.base.command.Command` (no
+boto3 here: `--help` builds the parser). Options the parser does not know go to vLLM with
+--model (`vllm_args`)."""
 
 import argparse
 import dataclasses
 
 from vllm_sagemaker.core.install import server_missing
 from vllm_sagemaker.deploy.base import interrupts, invoke, profile
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.command import Check
+from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.plan import Plan, Step
+from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.batch.run import (
     DEFAULT_MAX_INFLIGHT,
     DEFAULT_RETRIES,
@@ -14,9 +19,18 @@ from vllm_sagemaker.deploy.batch.run import (
 )
 
 OPTIONS = {field.name for field in dataclasses.fields(BatchSettings)}
+SUMMARY = "run an OpenAI batch file through the container's record pipeline"
+DESCRIPTION = (
+    "Run an OpenAI batch file (custom_id/method/url/body lines) through a running container "
+    "(--endpoint) or one started for the run (--model; unknown options go to vLLM). Streams the "
+    "input, keeps at most --max-inflight lines in flight, appends answers in input order as they "
+    "finish, and --resume finishes an interrupted run. Exit status: 0 when every line was "
+    "answered (bad lines get error lines), 1 when the run stopped (unreadable input, no engine, "
+    "unwritable output)."
+)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-i",
         "--input-file",
@@ -99,22 +113,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace, extra: list[str]) -> int:
-    """0 once every line is answered, else a `ClientError` (1), `Refused` (2), `Interrupted`."""
-    if extra and not args.model:
-        raise Refused(f"unrecognized arguments: {' '.join(extra)}")
-    if args.api_key and args.sagemaker_endpoint:
-        raise Refused(
+def vllm_args_problem(vllm_args: list[str], model: str | None) -> str | None:
+    if vllm_args and not model:
+        return f"unrecognized arguments: {' '.join(vllm_args)}"
+    return None
+
+
+def api_key_problem(api_key: str | None, sagemaker_endpoint: str | None) -> str | None:
+    if api_key and sagemaker_endpoint:
+        return (
             "--api-key goes with --endpoint or --model: InvokeEndpoint cannot send one "
             "(SigV4 guards a SageMaker endpoint)"
         )
-    if args.max_inflight < 1:
-        raise Refused(f"--max-inflight {args.max_inflight}: must be at least 1")
+    return None
+
+
+def inflight_problem(max_inflight: int) -> str | None:
+    return f"--max-inflight {max_inflight}: must be at least 1" if max_inflight < 1 else None
+
+
+CHECKS = (
+    Check("vllm_args model", vllm_args_problem),
+    Check("api_key sagemaker_endpoint", api_key_problem),
+    Check("max_inflight", inflight_problem),
+)
+
+
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
+    """Every line answered (0), else a `ClientError` (1) or `Interrupted`."""
     missing = server_missing("batch --model") if args.model else None
     if missing:
         raise ClientError(missing)
     options = {name: value for name, value in vars(args).items() if name in OPTIONS}
     api_key = args.api_key if args.model else invoke.api_key(args.api_key)
-    settings = BatchSettings(**{**options, "api_key": api_key}, serve_args=tuple(extra))
-    interrupts.run(run(settings))
-    return 0
+    settings = BatchSettings(**{**options, "api_key": api_key}, serve_args=tuple(args.vllm_args))
+
+    def answer_every_line(calls: object, make: object) -> None:
+        interrupts.run(run(settings))
+
+    return Plan((Step((), make=answer_every_line),))

@@ -2,23 +2,25 @@
 (`deploy.kit.fleet`), or on running containers with `--local`."""
 
 import argparse
-import sys
+from collections.abc import Coroutine, Sequence
 from functools import partial
+from typing import Any
 
 from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.deploy.base import interrupts
-from vllm_sagemaker.deploy.base.calls import POLL_S
+from vllm_sagemaker.deploy.base.calls import POLL_S, Call
+from vllm_sagemaker.deploy.base.command import Check, env_from_pairs, given
 from vllm_sagemaker.deploy.base.errors import refuse
 from vllm_sagemaker.deploy.base.invoke import add_api_key_argument, api_key
+from vllm_sagemaker.deploy.base.plan import Make, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.kit import checks, options
-from vllm_sagemaker.deploy.kit.checks import Check, given, positive_problem, s3_problem
+from vllm_sagemaker.deploy.kit.checks import positive_problem, s3_problem
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet.jobs import LocalJobs, SageMakerJobs, TransformSettings
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
+from vllm_sagemaker.deploy.kit.options import instance_note, role, source, transform_note
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 from vllm_sagemaker.deploy.kit.plans.shards import DEFAULT_SHARD_LINES
 
@@ -137,9 +139,9 @@ CHECKS = (
 )
 
 
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if args.cancel:
-        return fleet.cancel(args.work_prefix, args.dry_run)
+        return fleet.cancel_plan(args.work_prefix)
     # Its files, and on SageMaker an image, an instance type and a model: fleet_problem.
     settings = TransformSettings(args.max_payload_mb, args.max_concurrent_transforms)
     batch = fleet.FleetBatch(
@@ -152,14 +154,18 @@ def main(args: argparse.Namespace) -> int:
         args.shard_lines,
         args.instance_price,
     )
+    if args.local and args.dry_run:
+        return Plan((), preview=fleet.preview(batch).to_json().decode())
+    if args.local:
+        jobs = LocalJobs(args.local, settings, api_key(args.api_key))
+        return Plan((Step((), make=lambda calls, make: ran(args, fleet.run(batch, jobs))),))
+    return _on_sagemaker(args, reads, batch, settings)
+
+
+def ran(args: argparse.Namespace, run: Coroutine[Any, Any, int]) -> int:
+    """The fleet's run, to its end (0: every line answered); a Ctrl-C says what it leaves."""
     try:
-        if args.local and args.dry_run:
-            sys.stdout.buffer.write(fleet.preview(batch).to_json() + b"\n")
-            return 0
-        if args.local:
-            jobs = LocalJobs(args.local, settings, api_key(args.api_key))
-            return interrupts.run(fleet.run(batch, jobs))
-        return _on_sagemaker(args, batch, settings)
+        return interrupts.run(run)
     except KeyboardInterrupt:
         raise interrupts.Interrupted(stopped_line(bool(args.local), args.work_prefix)) from None
 
@@ -178,33 +184,25 @@ def stopped_line(local: bool, work: str) -> str:
 
 
 def _on_sagemaker(
-    args: argparse.Namespace, batch: fleet.FleetBatch, settings: TransformSettings
-) -> int:
+    args: argparse.Namespace, reads: Reads, batch: fleet.FleetBatch, settings: TransformSettings
+) -> Plan:
     """The shards as transform jobs: the model (made once, reused as SageMaker holds it), then
     the run; with --dry-run, what the run would write."""
     refuse(image_region_problem(args.image, run_region()))
-    reads = Reads(args.dry_run)
-    instance_note(args.instance_type)
-    env = model_env(checks.env_from_pairs(args.env), args.instance_type)
+    reads.notes += instance_note(args.instance_type)
+    env = model_env(env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))
     first, notes = model_calls(reads, model)
-    for note in notes:
-        say(note)
-
-    def jobs() -> SageMakerJobs:
-        return SageMakerJobs(
-            args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
-        )
-
+    reads.notes += [*notes, *transform_note(args.instance_type)]
+    jobs = SageMakerJobs(
+        args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
+    )
     if args.dry_run:
         read = f"the batch's input {batch.input} and work prefix {batch.work}"
-        calls = reads.required(lambda: fleet.planned_calls(batch, jobs(), first), read)
-        transform_note(args.instance_type)
-        execute(calls, True, reads.assumed)
-        return 0
+        calls = reads.required(lambda: fleet.planned_calls(batch, jobs, first), read)
+        return Plan((Step(tuple(calls)),), tuple(reads.notes), tuple(reads.assumed))
 
-    def ready() -> None:
-        transform_note(args.instance_type)
-        execute(first, False)
+    def run_fleet(calls: Sequence[Call], make: Make) -> int:
+        return ran(args, fleet.run(batch, jobs, lambda: make(list(calls))))
 
-    return interrupts.run(fleet.run(batch, jobs(), ready))
+    return Plan((Step(tuple(first), make=run_fleet),), tuple(reads.notes))

@@ -1,20 +1,14 @@
-"""What `deploy` checks of its options before any AWS call, dry or not: a `Check` is the options
-it reads (argparse's dests; `environ`; `environment`, the --env as variables) and a pure rule giving
-the line that says what is wrong. Each command's module holds its table (`CHECKS`) beside its
-options and its run; the checks several commands share are here. The first problem is refused
-(exit 2); a warning (an instance family the kit does not know) is said and the command goes on."""
+"""The checks of their options several `deploy` commands share (`deploy.base.command.Check`),
+made before any AWS call, dry or not; each command's module holds its table (`CHECKS`)."""
 
 import re
-from argparse import Namespace
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.core.environment import environment_problems, vllm_number_problems
 from vllm_sagemaker.core.sm_vllm import SM_VLLM_PREFIX
-from vllm_sagemaker.deploy.base.errors import refuse
+from vllm_sagemaker.deploy.base.command import Check, env_from_pairs, given
 from vllm_sagemaker.deploy.base.ordered import payload_problem
 from vllm_sagemaker.deploy.base.storage import bucket_problem
 from vllm_sagemaker.deploy.kit.image_checks import (
@@ -28,7 +22,11 @@ from vllm_sagemaker.deploy.kit.plans.instances import (
     instance_type_problem,
     instance_type_warning,
 )
-from vllm_sagemaker.deploy.kit.plans.model import ROLE_VARIABLE, TENSOR_PARALLEL
+from vllm_sagemaker.deploy.kit.plans.model import (
+    ROLE_VARIABLE,
+    TENSOR_PARALLEL,
+    tensor_parallel_over,
+)
 from vllm_sagemaker.deploy.kit.plans.names import (
     MAX_NAME,
     NAME_PATTERN,
@@ -52,22 +50,6 @@ NO_ROLE = (
     f"--role: not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role "
     f"SageMaker runs the model as) or set {ROLE_VARIABLE}"
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    reads: str
-    rule: Callable[..., str | None]
-    warns: bool = False
-    # An option that must be given for the check to apply (--serverless), one that skips it
-    # (--local: no SageMaker).
-    when: str = ""
-    unless: str = ""
-
-    def __call__(self, values: Mapping[str, Any]) -> str | None:
-        if (self.when and values.get(self.when) is None) or values.get(self.unless):
-            return None
-        return self.rule(*(values.get(name) for name in self.reads.split()))
 
 
 def name_problem(name: str, command: str) -> str | None:
@@ -169,10 +151,6 @@ def region_problem(value: str) -> str | None:
     return f"--region {value!r}: not an AWS region name (us-east-1, eu-west-2, ...)"
 
 
-def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
-    return {key: value for key, _, value in (pair.partition("=") for pair in pairs)}
-
-
 def env_problem(pairs: Sequence[str]) -> str | None:
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -193,22 +171,15 @@ def env_problem(pairs: Sequence[str]) -> str | None:
 
 
 def tensor_parallel_problem(env: Mapping[str, str], instance_type: str | None) -> str | None:
-    size = env.get(TENSOR_PARALLEL, "").strip()
     gpus = instances.gpu_count(instance_type or "")
-    if not gpus or not size.isdigit() or int(size) <= gpus:
+    size = tensor_parallel_over(env, gpus)
+    if size is None:
         return None
     return (
         f"--env {TENSOR_PARALLEL}={size}: {instance_type} has {gpus} GPU"
         f"{'s' if gpus > 1 else ''}, and tensor parallelism takes one each: give at most {gpus}, "
         "or an instance type with more GPUs"
     )
-
-
-def given(rule: Callable[..., str | None]) -> Callable[..., str | None]:
-    def checked(value: Any, *more: Any) -> str | None:
-        return None if value is None else rule(value, *more)
-
-    return checked
 
 
 def instance_rule(
@@ -270,21 +241,3 @@ MODEL = (IMAGE, MODEL_DATA, MODEL_PREFIX, STREAM)
 INSTANCES = (INSTANCE_TYPE, UNKNOWN_TYPE, ARCHITECTURE, IMAGE_FOR_TYPE)
 TRANSFORMS = (TRANSFORM_PREFIX, INSTANCE_COUNT, PAYLOAD)
 CONTAINER = (ENV, TENSOR_PARALLEL_SIZE)
-
-
-def check(table: Sequence[Check], args: Namespace, environ: Mapping[str, str]) -> list[str]:
-    """Refused at the table's first problem; else its warnings, in order."""
-    given = vars(args)
-    values = {
-        **given,
-        "environ": environ,
-        "environment": env_from_pairs(given.get("env") or []),
-    }
-    warnings = []
-    for each in table:
-        found = each(values)
-        if each.warns and found:
-            warnings.append(found)
-        else:
-            refuse(found)
-    return warnings

@@ -1,16 +1,15 @@
-"""`vllm-sagemaker deploy ...`: each command's module holds its options (`add_options`), its
-checks before any AWS call (`CHECKS`) and its run (`main`); here they become subcommands. The
-commands load boto3 only when they run (`--help` stays quick)."""
+"""`vllm-sagemaker deploy ...`: each command's module is a `deploy.base.command.Command` (its
+help, options, checks before any AWS call and its plan); here they become subcommands, which
+`deploy.base.command.run` checks, plans and applies. The commands load boto3 only when they run
+(`--help` stays quick)."""
 
 import argparse
-import os
 from collections.abc import Mapping
-from types import ModuleType
 
-from vllm_sagemaker.deploy.base import profile, region
+from vllm_sagemaker.deploy.base import profile
+from vllm_sagemaker.deploy.base.command import Command, checked
 from vllm_sagemaker.deploy.kit import (
     batch,
-    checks,
     component,
     dashboard,
     delete,
@@ -20,9 +19,8 @@ from vllm_sagemaker.deploy.kit import (
     token,
     transform,
 )
-from vllm_sagemaker.deploy.kit.options import say
 
-COMMANDS: dict[str, ModuleType] = {
+COMMANDS: dict[str, Command] = {
     "image": image,
     "endpoint": endpoint,
     "component": component,
@@ -41,17 +39,7 @@ EXIT_STATUS = (
 
 def check(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
     """The command's checks: refused at the first problem, else its warnings."""
-    return checks.check(COMMANDS[args.deploy_command].CHECKS, args, environ)
-
-
-def main(args: argparse.Namespace) -> int:
-    """Check the options (the first problem is refused; warnings are said), point boto3 at the
-    region, run the command."""
-    for warning in check(args, os.environ):
-        say(f"warning: {warning}")
-    region.use_region(args.region, os.environ)
-    status: int = COMMANDS[args.deploy_command].main(args)
-    return status
+    return checked(COMMANDS[args.deploy_command].CHECKS, args, environ)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

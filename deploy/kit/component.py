@@ -9,15 +9,14 @@ from functools import partial
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.command import Check, given
 from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.plan import Plan, Step, Wait
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
 from vllm_sagemaker.deploy.kit import checks, options
-from vllm_sagemaker.deploy.kit.checks import Check, given
-from vllm_sagemaker.deploy.kit.endpoint import default_image
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
+from vllm_sagemaker.deploy.kit.options import instance_note, role, source
 from vllm_sagemaker.deploy.kit.plans import component, scaling
 from vllm_sagemaker.deploy.kit.plans.component import Component
 from vllm_sagemaker.deploy.kit.plans.endpoint import (
@@ -25,6 +24,7 @@ from vllm_sagemaker.deploy.kit.plans.endpoint import (
     STARTUP_HEALTH_CHECK_S,
     Instances,
 )
+from vllm_sagemaker.deploy.kit.plans.images import default_image
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.model import create_model
 from vllm_sagemaker.deploy.kit.plans.names import version, versioned
@@ -198,10 +198,9 @@ def hosting(reads: Reads, name: str, existing: dict[str, Any]) -> tuple[str, int
     return str(variants[0].get("InstanceType", "")), int(least)
 
 
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if args.image:
         refuse(image_region_problem(args.image, run_region()))
-    reads = Reads(args.dry_run)
     endpoint = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.endpoint})
     existing = reads.describe(
         endpoint,
@@ -218,9 +217,11 @@ def main(args: argparse.Namespace) -> int:
             (args.instances, "--instances"),
         ):
             if given:
-                say(f"endpoint {args.endpoint} exists on {instance_type}; {option} is not used")
+                reads.note(
+                    f"endpoint {args.endpoint} exists on {instance_type}; {option} is not used"
+                )
         if args.scale_to_zero and least:
-            say(
+            reads.note(
                 f"endpoint {args.endpoint} keeps at least {least} instance(s) (its managed "
                 "instance scaling): the component's copies go to zero, its instances do not"
             )
@@ -232,7 +233,7 @@ def main(args: argparse.Namespace) -> int:
         )
     else:
         instance_type = args.instance_type
-        instance_note(instance_type)
+        reads.notes += instance_note(instance_type)
         least, most = scaling.parsed_range(args.instances or "") or (
             (0 if args.scale_to_zero else 1),
             1,
@@ -251,7 +252,9 @@ def main(args: argparse.Namespace) -> int:
         )
     updated = version() if held else None
     if updated:
-        say(f"component {args.name} exists; the run updates it to model {args.name}-{updated}")
+        reads.note(
+            f"component {args.name} exists; the run updates it to model {args.name}-{updated}"
+        )
     model_name = versioned(args.name, updated) if updated else args.name
     gpus = args.gpus or (1 if gpu_count(instance_type) else None)
     given = Component(
@@ -279,18 +282,14 @@ def main(args: argparse.Namespace) -> int:
     standing = scaling.standing(reads, target.holds) if held and scaled else ([], [])
     alarms = scaling.standing_alarms(reads, [target] if held and scaled else [])
     kept = scaling.replaced(scaled, *standing, alarms)
-    if args.dry_run:
-        execute(made + placed + scaled, True, reads.assumed)
-        return 0
-    with Rollback(undo_beside(kept), args.keep_on_failure) as rollback:
-        if made:
-            execute(made, False, rollback=rollback)
-            # SageMaker places components on an endpoint InService only.
-            wait_for(endpoint, "EndpointStatus", {"InService"}, {"Failed"})
-        execute(placed, False, rollback=rollback)
-        if args.no_wait:
-            not_waited(read)
-        else:
-            wait_for(read, "InferenceComponentStatus", {"InService"}, {"Failed"})
-        scaling.apply(scaled, lambda calls: execute(calls, False, rollback=rollback))
-    return 0
+    # SageMaker places components on an endpoint InService only.
+    made_step = (Step(tuple(made), Wait(endpoint, "EndpointStatus")),) if made else ()
+    placing = Step(tuple(placed), Wait(read, "InferenceComponentStatus"))
+    return Plan(
+        (*made_step, placing, scaling.step(scaled)),
+        tuple(reads.notes),
+        tuple(reads.assumed),
+        undo_beside(kept),
+        args.keep_on_failure,
+        args.no_wait,
+    )

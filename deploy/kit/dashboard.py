@@ -8,9 +8,9 @@ from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.plan import Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.kit import checks
 from vllm_sagemaker.deploy.kit.options import add_name, say
 from vllm_sagemaker.deploy.kit.plans.dashboard import (
@@ -71,8 +71,7 @@ def container_of(reads: Reads, name: str) -> Drawn | None:
     return Drawn(first.get("VariantName", VARIANT), first.get("ServerlessConfig"), dict(env))
 
 
-def main(args: argparse.Namespace) -> int:
-    reads = Reads(args.dry_run)
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     found = container_of(reads, args.name)
     region = run_region() or "<region>"
     if found is None:
@@ -82,14 +81,21 @@ def main(args: argparse.Namespace) -> int:
         )
     warning = None if reads.assumed else metrics_warning(args.name, found.env)
     if warning:
-        say(warning)
+        reads.note(warning)
     body = dashboard_body(region, args.name, found.variant, found.env, found.serverless)
-    for answer in execute([dashboard_call(args.name, body)], args.dry_run, reads.assumed):
-        for message in answer.get("DashboardValidationMessages", []):
-            say(f"warning: CloudWatch: {message.get('Message', message)}")
-    if not args.dry_run:
+
+    def report(answers: list[dict[str, Any]]) -> None:
+        for answer in answers:
+            for message in answer.get("DashboardValidationMessages", []):
+                say(f"warning: CloudWatch: {message.get('Message', message)}")
         say(
             f"dashboard {args.name}: https://{region}.console.aws.amazon.com/cloudwatch/home"
             f"?region={region}#dashboards/dashboard/{args.name}"
         )
-    return 0
+
+    return Plan(
+        (Step((dashboard_call(args.name, body),)),),
+        tuple(reads.notes),
+        tuple(reads.assumed),
+        report=report,
+    )

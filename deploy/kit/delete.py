@@ -4,12 +4,12 @@ endpoint or component is deleted after its own deletion failed."""
 
 import argparse
 
-from vllm_sagemaker.deploy.base.errors import ClientError, explain
+from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.plan import OneByOne, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import call_failed, execute
 from vllm_sagemaker.deploy.kit import checks
-from vllm_sagemaker.deploy.kit.options import add_name, say
+from vllm_sagemaker.deploy.kit.options import add_name
 from vllm_sagemaker.deploy.kit.plans.delete import component_plan, delete_plan
 from vllm_sagemaker.deploy.kit.plans.rollback import touched
 
@@ -36,17 +36,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
-    import botocore.exceptions  # here, not at the top: `--help` loads this module
-
-    reads = Reads(args.dry_run)
-    kept: list[str] = []
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if args.component:
         calls = component_plan(reads, args.name, args.component)
     else:
         calls, kept = delete_plan(reads, args.name)
-    for line in kept:
-        say(line)
+        reads.notes += kept
     if not calls:
         named = args.component or args.name
         what = (
@@ -58,23 +53,9 @@ def main(args: argparse.Namespace) -> int:
             f"nothing to delete in {run_region() or '<region>'}: no {what} named {named} or "
             f"{named}-<UTC time>"
         )
-    if args.dry_run:
-        execute(calls, True)
-        return 0
-    failed = 0
-    for call in calls:
-        try:
-            execute([call], False)
-        except botocore.exceptions.ClientError as error:
-            line = call_failed(call, explain(error) or str(error))
-            if call.operation in STANDS:
-                raise ClientError(f"{line}; {STANDS[call.operation]}") from error
-            failed += 1
-            say(line)
-        else:
-            say(f"removed {touched(call)}")
-    if failed:
-        raise ClientError(
-            f"{failed} of {len(calls)} deletions failed; run the same command again to retry"
-        )
-    return 0
+    return Plan(
+        (Step(tuple(calls)),),
+        tuple(reads.notes),
+        tuple(reads.assumed),
+        one_by_one=OneByOne(touched, STANDS),
+    )

@@ -9,15 +9,14 @@ from typing import Any
 from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
 from vllm_sagemaker.deploy.base.calls import Call
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
+from vllm_sagemaker.deploy.base.command import Check, given
+from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.plan import Plan, Step, Wait
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
-from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.kit import checks, options
-from vllm_sagemaker.deploy.kit.checks import Check, given
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem, wrong_image_problem
-from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source
+from vllm_sagemaker.deploy.kit.options import instance_note, role, source
 from vllm_sagemaker.deploy.kit.plans import scaling, serverless
 from vllm_sagemaker.deploy.kit.plans.endpoint import (
     DEFAULT_INSTANCE_COUNT,
@@ -25,7 +24,7 @@ from vllm_sagemaker.deploy.kit.plans.endpoint import (
     endpoint_calls,
     update_warnings,
 )
-from vllm_sagemaker.deploy.kit.plans.instances import image_target
+from vllm_sagemaker.deploy.kit.plans.images import default_image
 from vllm_sagemaker.deploy.kit.plans.names import version
 from vllm_sagemaker.deploy.kit.plans.rollback import undo_beside
 from vllm_sagemaker.deploy.kit.plans.scaling import (
@@ -158,42 +157,6 @@ CHECKS = (
 )
 
 
-def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
-    """The image for an endpoint given no --image: `deploy image --target T`'s (cpu on
-    Serverless), which ECR must hold in the region (a dry run that cannot read ECR assumes it
-    does)."""
-    instance_type = hosted.instance_type
-    target = image_target(instance_type) if instance_type else "cpu"
-    if target is None:  # refused before (checks.no_image_problem)
-        raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
-    repository, tag = build.REPOSITORY, build.default_tag(target)
-    first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
-    assumed = len(reads.assumed)
-    found = reads.describe(
-        Call("ecr", "DescribeRepositories", {"repositoryNames": [repository]}),
-        f"the plan assumes ECR holds {repository}:{tag} (what `deploy image --target "
-        f"{target}` pushes)",
-    )
-    if len(reads.assumed) > assumed:
-        return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{tag}"
-    where = run_region()
-    if found is None:
-        raise ClientError(
-            f"no --image given, and ECR holds no repository {repository} in {where}: " + first
-        )
-    images = Call(
-        "ecr", "DescribeImages", {"repositoryName": repository, "imageIds": [{"imageTag": tag}]}
-    )
-    if reads.describe(images) is None:
-        raise ClientError(
-            f"no --image given, and ECR's {repository} in {where} holds no image tagged {tag}: "
-            + first
-        )
-    uri = f"{found['repositories'][0]['repositoryUri']}:{tag}"
-    say(f"image: {uri} (no --image given)")
-    return uri
-
-
 def hosting(args: argparse.Namespace) -> Instances | Serverless:
     """Where the endpoint runs: serverless, or on --instance-type (checked before: `checks`)."""
     found = args.serverless and serverless.parsed(args.serverless, args.provisioned_concurrency)
@@ -219,15 +182,13 @@ def update_checked(
     targets, policies = standing(reads, owned_by(name)) if scales or moved else ([], [])
     tags = reads.describe(Call("sagemaker", "ListTags", {"ResourceArn": existing["EndpointArn"]}))
     scaled = [target["ResourceId"] for target in targets]
-    for line in update_warnings(name, (tags or {}).get("Tags", []), variants, scaled, where):
-        say(line)
+    reads.notes += update_warnings(name, (tags or {}).get("Tags", []), variants, scaled, where)
     return targets, policies
 
 
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if args.image:
         refuse(image_region_problem(args.image, run_region()))
-    reads = Reads(args.dry_run)
     where = hosting(args)
     describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
     refused = (
@@ -248,16 +209,16 @@ def main(args: argparse.Namespace) -> int:
     alarms = scaling.standing_alarms(reads, waking)
     image = args.image or default_image(reads, where)
     if isinstance(where, Serverless):
-        say(
+        reads.note(
             f"serverless endpoint ({where}): the cpu image, and {SERVERLESS_MARKER}=true in the "
             "model's environment (the container keeps to Serverless Inference's 4 MB bodies and "
             "60 s invocations)"
         )
     else:
-        instance_note(where.instance_type)
+        reads.notes += instance_note(where.instance_type)
     updated = version() if existing else None
     if updated:
-        say(f"{args.name} exists; the run updates it to version {updated}")
+        reads.note(f"{args.name} exists; the run updates it to version {updated}")
     env = metrics_env(checks.env_from_pairs(args.env), args.name, asked)
     calls = endpoint_calls(
         args.name, image, source(args), where, env, role(args, reads), args.async_output, updated
@@ -266,15 +227,12 @@ def main(args: argparse.Namespace) -> int:
     # An update's target and policy may stand already: the run replaces them, and a failed run
     # leaves what it replaced.
     kept = replaced(scaled, *held, alarms)
-    if args.dry_run:
-        execute(calls + scaled, True, reads.assumed)
-        return 0
-    with Rollback(undo_beside(kept), args.keep_on_failure) as rollback:
-        execute(calls, False, rollback=rollback)
-        if args.no_wait:
-            not_waited(describe)
-        else:
-            wait_for(describe, "EndpointStatus", {"InService"}, {"Failed"})
+    return Plan(
         # Application Auto Scaling registers a variant of an endpoint InService only.
-        scaling.apply(scaled, lambda calls: execute(calls, False, rollback=rollback))
-    return 0
+        (Step(tuple(calls), Wait(describe, "EndpointStatus")), scaling.step(scaled)),
+        tuple(reads.notes),
+        tuple(reads.assumed),
+        undo_beside(kept),
+        args.keep_on_failure,
+        args.no_wait,
+    )

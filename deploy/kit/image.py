@@ -5,16 +5,17 @@ run created, unless --keep-on-failure."""
 import argparse
 import base64
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.command import Check, given
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
+from vllm_sagemaker.deploy.base.plan import Make, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import Rollback, execute
 from vllm_sagemaker.deploy.image import build, builders
 from vllm_sagemaker.deploy.kit import checks
-from vllm_sagemaker.deploy.kit.checks import Check, given
 from vllm_sagemaker.deploy.kit.image_checks import (
     context_problem,
     image_name_problem,
@@ -63,7 +64,7 @@ CONTEXT = Check("context", context_problem)
 CHECKS = (checks.REGION, REPOSITORY, TAG, TARGET_TAG, CONTEXT)
 
 
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     choice = builders.on_this_machine(args.builder)
     if choice.tool is None:
         raise Refused(choice.why)
@@ -71,13 +72,11 @@ def main(args: argparse.Namespace) -> int:
     region = run_region()
     if region:
         refuse(image_name_problem(args.repository, region))
-    say(f"builder: {choice.why}")
+    reads.note(f"builder: {choice.why}")
     tag = args.tag or build.default_tag(args.target)
-    reads = Reads(args.dry_run)
     describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
     found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
     create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": TAGS})
-    plan = [] if found else [create]
 
     def commands(repository_uri: str, registry: str, user: str) -> list[list[str]]:
         uri = f"{repository_uri}:{tag}"
@@ -88,19 +87,10 @@ def main(args: argparse.Namespace) -> int:
             builders.push(tool, uri),
         ]
 
-    if args.dry_run:
-        execute(plan, True, reads.assumed)
-        repository_uri = (
-            found["repositories"][0]["repositoryUri"] if found else f"<registry>/{args.repository}"
-        )
-        registry = repository_uri.split("/", 1)[0]
-        for command in commands(repository_uri, registry, builders.ECR_USER):
-            say(f"then: {build.shown(command)}")
-        return 0
-    with Rollback(undo, args.keep_on_failure) as rollback:
-        answers = execute(plan, False, rollback=rollback)
+    def build_and_push(calls: Sequence[Call], make: Make) -> None:
+        answers = make(list(calls))
         repository = answers[0]["repository"] if answers else (found or {})["repositories"][0]
-        (auth,) = execute([Call("ecr", "GetAuthorizationToken", {})], False)
+        (auth,) = make([Call("ecr", "GetAuthorizationToken", {})])
         token = auth["authorizationData"][0]
         user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
         registry = builders.registry_host(token["proxyEndpoint"])
@@ -108,8 +98,19 @@ def main(args: argparse.Namespace) -> int:
         _run_builder(login, password)
         for command in rest:
             _run_builder(command)
-    print(f"{repository['repositoryUri']}:{tag}")
-    return 0
+        print(f"{repository['repositoryUri']}:{tag}")
+
+    shown = found["repositories"][0]["repositoryUri"] if found else f"<registry>/{args.repository}"
+    registry = shown.split("/", 1)[0]
+    then = [f"then: {build.shown(c)}" for c in commands(shown, registry, builders.ECR_USER)]
+    return Plan(
+        (Step(() if found else (create,), make=build_and_push),),
+        tuple(reads.notes),
+        tuple(reads.assumed),
+        undo,
+        args.keep_on_failure,
+        then=tuple(then),
+    )
 
 
 def _run_builder(command: list[str], stdin: str | None = None) -> None:

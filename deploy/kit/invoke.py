@@ -7,21 +7,23 @@ import argparse
 import json
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from vllm_sagemaker.core.content_types import JSON
 from vllm_sagemaker.deploy.base import error_answers, storage
 from vllm_sagemaker.deploy.base.calls import Call, put
+from vllm_sagemaker.deploy.base.command import Check
 from vllm_sagemaker.deploy.base.error_answers import answered
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused, os_line, refuse
+from vllm_sagemaker.deploy.base.plan import Make, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
-from vllm_sagemaker.deploy.base.run import execute
-from vllm_sagemaker.deploy.kit import checks, token
-from vllm_sagemaker.deploy.kit.checks import Check
+from vllm_sagemaker.deploy.kit import checks
 from vllm_sagemaker.deploy.kit.options import add_name
+from vllm_sagemaker.deploy.kit.plans import openai_path
 
 SUMMARY = "call an endpoint"
 DESCRIPTION = (
@@ -47,10 +49,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="send the body to the endpoint's OpenAI-compatible path (/openai/v1/chat/"
         "completions) with a bearer token, as an OpenAI client does, instead of InvokeEndpoint",
     )
-    token.add_component(
+    openai_path.add_component(
         parser,
         "InferenceComponentName on InvokeEndpoint (and its streaming form); with --openai, the "
-        f"{token.COMPONENT_HEADER} header, the runtime API's header of InferenceComponentName "
+        f"{openai_path.COMPONENT_HEADER} header, the runtime API's header of "
+        "InferenceComponentName "
         "(assumed to reach the component there too); not with --async (InvokeEndpointAsync "
         "takes none)",
     )
@@ -109,7 +112,7 @@ def _body(given: str) -> bytes:
 def async_output(reads: Reads, name: str) -> str:
     """Where the async endpoint `name` writes its answers (its config's S3OutputPath)."""
     assumption = f"the plan assumes {name} is an async endpoint writing to <S3OutputPath>"
-    endpoint = token.existing_endpoint(reads, name, assumption)
+    endpoint = openai_path.existing_endpoint(reads, name, assumption)
     if endpoint is None:
         return "s3://<S3OutputPath>"
     config_name = endpoint["EndpointConfigName"]
@@ -121,87 +124,84 @@ def async_output(reads: Reads, name: str) -> str:
     return str(output)
 
 
-def invoke_async(name: str, body: bytes, dry_run: bool) -> None:
+def async_plan(args: argparse.Namespace, body: bytes, reads: Reads) -> Plan:
     """Upload the body beside the endpoint's async outputs, invoke, print where the answer goes."""
-    reads = Reads(dry_run)
-    location = storage.joined(async_output(reads, name), f"inputs/{uuid.uuid4().hex}.json")
-    params = {"EndpointName": name, "InputLocation": location, "ContentType": "application/json"}
-    calls = [put(location, body), Call("sagemaker-runtime", "InvokeEndpointAsync", params)]
-    answers = execute(calls, dry_run, reads.assumed)
-    if answers:
+    location = storage.joined(async_output(reads, args.name), f"inputs/{uuid.uuid4().hex}.json")
+    params = {"EndpointName": args.name, "InputLocation": location, "ContentType": JSON}
+    calls = (put(location, body), Call("sagemaker-runtime", "InvokeEndpointAsync", params))
+
+    def report(answers: list[dict[str, Any]]) -> None:
         print(answers[-1]["OutputLocation"])
 
+    return Plan((Step(calls),), assumed=tuple(reads.assumed), report=report)
 
-def invoke_openai(args: argparse.Namespace, body: bytes) -> None:
+
+def openai_plan(args: argparse.Namespace, body: bytes) -> Plan:
     """POST the body to the endpoint's OpenAI-compatible chat route with a bearer token; print
     the answer, or (`--stream`, which asks for a stream) its text as it arrives."""
-    url = token.openai_base(args.name) + "/chat/completions"
+    url = openai_path.openai_base(args.name) + "/chat/completions"
     if args.stream:
         body = json.dumps({**json.loads(body), "stream": True}).encode()
-    component = token.component_headers(args.component)
-    if args.dry_run:
-        planned: dict[str, Any] = {"method": "POST", "url": url, "body": json.loads(body)}
-        if component:
-            planned["headers"] = component
-        print(json.dumps([planned], indent=2))
-        return
-    headers = {
-        "Authorization": f"Bearer {token.bearer(token.MAX_S)}",
-        "Content-Type": "application/json",
-        **component,
-    }
-    timeout = httpx.Timeout(600, connect=10)
-    with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
-        if reply.status_code != 200:
-            said = reply.read()
-            if error_answers.no_capacity(said):
-                raise ClientError(from_zero_line(args.name, args.component))
-            raise ClientError(f"{url} {answered(reply.status_code, said, reply.headers)}")
-        if args.stream:
-            _print_stream(reply.iter_bytes())
-        else:
-            sys.stdout.buffer.write(reply.read() + b"\n")
+    component = openai_path.component_headers(args.component)
+    shown: dict[str, Any] = {"method": "POST", "url": url, "body": json.loads(body)}
+    if component:
+        shown["headers"] = component
+
+    def post(calls: object, make: object) -> None:
+        headers = {
+            "Authorization": f"Bearer {openai_path.bearer(openai_path.MAX_S)}",
+            "Content-Type": JSON,
+            **component,
+        }
+        timeout = httpx.Timeout(600, connect=10)
+        with httpx.stream("POST", url, content=body, headers=headers, timeout=timeout) as reply:
+            if reply.status_code != 200:
+                said = reply.read()
+                if error_answers.no_capacity(said):
+                    raise ClientError(from_zero_line(args.name, args.component))
+                raise ClientError(f"{url} {answered(reply.status_code, said, reply.headers)}")
+            if args.stream:
+                _print_stream(reply.iter_bytes())
+            else:
+                sys.stdout.buffer.write(reply.read() + b"\n")
+
+    return Plan((Step((), make=post),), preview=json.dumps([shown], indent=2))
 
 
-def invoke(args: argparse.Namespace, body: bytes) -> None:
+def invoke_plan(args: argparse.Namespace, body: bytes) -> Plan:
     """InvokeEndpoint (or, with `--stream`, its streaming form); print the answer."""
-    params = {"EndpointName": args.name, "ContentType": "application/json", "Body": body}
+    params = {"EndpointName": args.name, "ContentType": JSON, "Body": body}
     if args.component:
         params["InferenceComponentName"] = args.component
     operation = "InvokeEndpointWithResponseStream" if args.stream else "InvokeEndpoint"
-    answers = _answers(Call("sagemaker-runtime", operation, params), args)
-    if not answers:
-        return
-    if args.stream:
-        events = answers[0]["Body"]
-        _print_stream(event.get("PayloadPart", {}).get("Bytes", b"") for event in events)
-    else:
-        sys.stdout.buffer.write(answers[0]["Body"].read() + b"\n")
+
+    def call(calls: Sequence[Call], make: Make) -> None:
+        import botocore.exceptions
+
+        try:
+            (answer,) = make(list(calls))
+        except botocore.exceptions.ClientError as error:
+            said = str(error.response.get("Error", {}).get("Message", ""))
+            if error_answers.no_capacity(said):
+                raise ClientError(from_zero_line(args.name, args.component)) from None
+            raise
+        if args.stream:
+            events = answer["Body"]
+            _print_stream(event.get("PayloadPart", {}).get("Bytes", b"") for event in events)
+        else:
+            sys.stdout.buffer.write(answer["Body"].read() + b"\n")
+
+    return Plan((Step((Call("sagemaker-runtime", operation, params),), make=call),))
 
 
-def _answers(call: Call, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The call's answers (a dry run: printed, none); AWS's no-capacity answer said in one
-    line."""
-    import botocore.exceptions
-
-    try:
-        return execute([call], args.dry_run)
-    except botocore.exceptions.ClientError as error:
-        if error_answers.no_capacity(str(error.response.get("Error", {}).get("Message", ""))):
-            raise ClientError(from_zero_line(args.name, args.component)) from None
-        raise
-
-
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     body = _body(args.body)
     refuse(json_problem("--body", body))
     if args.use_async:
-        invoke_async(args.name, body, args.dry_run)
-    elif args.openai:
-        invoke_openai(args, body)
-    else:
-        invoke(args, body)
-    return 0
+        return async_plan(args, body, reads)
+    if args.openai:
+        return openai_plan(args, body)
+    return invoke_plan(args, body)
 
 
 def _print_stream(received: Iterable[bytes]) -> None:

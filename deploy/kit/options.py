@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from vllm_sagemaker.core.execution_parameters import DEFAULT_CONCURRENCY, DEFAULT_PAYLOAD_MB
 from vllm_sagemaker.deploy.base.calls import KEEP_OPTION
 from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.image.build import REPOSITORY
@@ -104,7 +105,7 @@ def add_transforms(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-payload-mb",
         type=int,
-        default=1,
+        default=DEFAULT_PAYLOAD_MB,
         metavar="MB",
         help="the largest mini-batch SageMaker sends (1-100; times "
         "--max-concurrent-transforms at most 100)",
@@ -112,7 +113,7 @@ def add_transforms(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-concurrent-transforms",
         type=int,
-        default=2,
+        default=DEFAULT_CONCURRENCY,
         metavar="N",
         help="mini-batches in flight per instance (0: SageMaker asks the container)",
     )
@@ -149,21 +150,25 @@ def source(args: argparse.Namespace) -> ModelSource:
     return ModelSource(args.model_id, args.model_data, args.model_prefix, args.stream_weights)
 
 
-def instance_note(instance_type: str) -> None:
+def instance_note(instance_type: str) -> list[str]:
+    """What a plan on `instance_type` tells of it."""
     if image_target(instance_type) == "cpu":
-        say(
+        return [
             f"CPU instance {instance_type}: the cpu image; the kit sets no tensor parallelism "
             "and no GPU inference AMI"
-        )
+        ]
+    return []
 
 
-def transform_note(instance_type: str) -> None:
+def transform_note(instance_type: str) -> list[str]:
+    """What a transform job's plan on `instance_type` tells of it."""
     if gpu_count(instance_type):
-        say(
+        return [
             "note: this image (vLLM 0.32, built for a CUDA newer than 12.2) does not start on "
             "NVIDIA driver 470, which transform jobs on ml.g4dn and ml.g5 get by default; on "
             "driver 535 it may with --env VLLM_ENABLE_CUDA_COMPATIBILITY=1 --env "
             "VLLM_WORKER_MULTIPROC_METHOD=spawn (untested); for GPU batch work use an endpoint "
             "and `vllm-sagemaker batch --sagemaker-endpoint` (docs/deploy.md, Batch Transform on "
             "GPU)"
-        )
+        ]
+    return []

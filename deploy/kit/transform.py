@@ -7,14 +7,14 @@ from functools import partial
 
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.command import Check
 from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.plan import Plan, Step, Wait
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
-from vllm_sagemaker.deploy.base.run import Rollback, execute, not_waited, wait_for
 from vllm_sagemaker.deploy.kit import checks, options
-from vllm_sagemaker.deploy.kit.checks import Check
 from vllm_sagemaker.deploy.kit.image_checks import image_region_problem
-from vllm_sagemaker.deploy.kit.options import instance_note, role, say, source, transform_note
+from vllm_sagemaker.deploy.kit.options import instance_note, role, source, transform_note
 from vllm_sagemaker.deploy.kit.plans import shards
 from vllm_sagemaker.deploy.kit.plans.model import create_model, model_calls, model_env
 from vllm_sagemaker.deploy.kit.plans.rollback import undo
@@ -64,15 +64,16 @@ def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
 INPUT = Check("input", partial(checks.s3_problem, "--input"))
 OUTPUT = Check("output", partial(checks.s3_problem, "--output"))
 SHARDS = Check("input output name", shards_problem)
+# The end states of a transform job: done, and failed.
+ENDED, FAILED = frozenset({"Completed"}), frozenset({"Failed", "Stopped"})
 CHECKS = (
     *(checks.REGION, checks.NAME, *checks.MODEL, INPUT, OUTPUT, SHARDS, *checks.INSTANCES),
     *(*checks.TRANSFORMS, *checks.CONTAINER, checks.ROLE),
 )
 
 
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     refuse(image_region_problem(args.image, run_region()))
-    reads = Reads(args.dry_run)
     describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
     if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
         raise ClientError(
@@ -83,8 +84,6 @@ def main(args: argparse.Namespace) -> int:
     input_prefix, cut, shard_notes = shard_plan(
         reads, args.input, args.output, args.name, args.instance_count
     )
-    for note in shard_notes:
-        say(note)
     job = transform_call(
         args.name,
         input_prefix,
@@ -96,19 +95,21 @@ def main(args: argparse.Namespace) -> int:
         args.join_source == "Input",
     )
     models, model_notes = model_calls(reads, model)
-    for note in model_notes:
-        say(note)
-    calls = [*cut, *models, job]
-    instance_note(args.instance_type)
-    transform_note(args.instance_type)
-    with Rollback(undo, args.keep_on_failure) as rollback:
-        execute(calls, args.dry_run, reads.assumed, rollback)
-    if args.dry_run:
-        return 0
-    if args.no_wait:
-        not_waited(describe)
-    else:
-        wait_for(describe, "TransformJobStatus", {"Completed"}, {"Failed", "Stopped"})
+    reads.notes += [*shard_notes, *model_notes]
+    reads.notes += [*instance_note(args.instance_type), *transform_note(args.instance_type)]
+
+    def report(answers: object) -> None:
         for file in storage.list_inputs(input_prefix):
             print(storage.joined(args.output, file.relative + ".out"))
-    return 0
+
+    # A job that ran and failed keeps its model: only a failed call is taken back.
+    ended = Wait(describe, "TransformJobStatus", ENDED, FAILED, taken_back=False)
+    return Plan(
+        (Step((*cut, *models, job), ended),),
+        tuple(reads.notes),
+        tuple(reads.assumed),
+        undo,
+        args.keep_on_failure,
+        args.no_wait,
+        report=report,
+    )

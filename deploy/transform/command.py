@@ -1,19 +1,30 @@
-"""`vllm-sagemaker transform`: its options, named after CreateTransformJob's fields, and the job
-they ask for (`deploy.transform.job`)."""
+"""`vllm-sagemaker transform`: its options, named after CreateTransformJob's fields, and its plan,
+the job they ask for (`deploy.transform.job`): a `deploy.base.command.Command`."""
 
 import argparse
 import dataclasses
 
 from vllm_sagemaker.deploy.base import interrupts, invoke, profile
+from vllm_sagemaker.deploy.base.command import Check
+from vllm_sagemaker.deploy.base.plan import Plan, Step
+from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.transform import jsonpath
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import TransformJob, run
 
 # The options named as the job's fields.
 FIELDS = {field.name for field in dataclasses.fields(TransformJob)}
+SUMMARY = "run a Batch Transform job locally against a running container"
+DESCRIPTION = (
+    "Run a SageMaker Batch Transform job against a running container (local or remote), the way "
+    "SageMaker drives it: /ping, /execution-parameters, then mini-batches on /invocations. "
+    "Inputs and outputs are local paths or s3:// prefixes. Exit status: 0 when every file was "
+    "transformed, 1 when some failed, 2 when the job could not start."
+)
+CHECKS: tuple[Check, ...] = ()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--endpoint", required=True, help="the container, e.g. http://localhost:8080"
     )
@@ -60,6 +71,7 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     """0 when every file was transformed, 1 when some failed, 2 when the job could not start."""
-    return interrupts.run(run(job_from_args(args)))
+    job = job_from_args(args)
+    return Plan((Step((), make=lambda calls, make: interrupts.run(run(job))),))

@@ -11,18 +11,19 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from vllm_sagemaker.core.config import MIB
+from vllm_sagemaker.core.execution_parameters import SAGEMAKER_CONCURRENCY, SAGEMAKER_PAYLOAD_MB
 from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import interrupts, invoke, storage
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused, client_error, refuse
+from vllm_sagemaker.deploy.base.errors import (
+    USAGE_ERROR,
+    ClientError,
+    Refused,
+    client_error,
+    refuse,
+)
 from vllm_sagemaker.deploy.base.ordered import in_order, packed, payload_problem
 from vllm_sagemaker.deploy.base.results import Progress
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
-
-# SageMaker's defaults when neither the job nor the container says otherwise.
-DEFAULT_CONCURRENCY = 1
-DEFAULT_PAYLOAD_MB = 6
-# The exit status of a job that could not start.
-COULD_NOT_START = 2
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,9 @@ def settings(job: TransformJob, answer: dict) -> Settings:
     )
     strategy = job.batch_strategy or answer.get("BatchStrategy") or "MultiRecord"
     result = Settings(
-        concurrency=concurrency or DEFAULT_CONCURRENCY,
+        concurrency=concurrency or SAGEMAKER_CONCURRENCY,
         multi_record=str(strategy).replace("_", "").upper() == "MULTIRECORD",
-        max_payload_mb=DEFAULT_PAYLOAD_MB if payload is None else payload,
+        max_payload_mb=SAGEMAKER_PAYLOAD_MB if payload is None else payload,
     )
     packs = job.split_lines and result.multi_record
     refuse(
@@ -185,7 +186,7 @@ def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
 
 async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False) -> None:
     """Run the job, filling in `outcome` (`quiet`: no bars); a `ClientError` with status
-    COULD_NOT_START when it cannot run (the first 401 ends the job: no more files are sent)."""
+    USAGE_ERROR when it cannot run (the first 401 ends the job: no more files are sent)."""
     try:
         check(job)
         outcome.files = storage.list_inputs(job.input)
@@ -243,7 +244,7 @@ async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False
         found = client_error(error)
         if found is None:
             raise
-        raise ClientError(found.line, COULD_NOT_START) from error
+        raise ClientError(found.line, USAGE_ERROR) from error
 
 
 async def run(job: TransformJob) -> int:

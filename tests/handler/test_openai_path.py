@@ -24,6 +24,7 @@ from tests.support.servers import Server
 from vllm_sagemaker.core import model_names
 from vllm_sagemaker.core.model_names import Models
 from vllm_sagemaker.deploy.kit import token
+from vllm_sagemaker.deploy.kit.plans import openai_path
 
 MESSAGES = [{"role": "user", "content": "Hello there"}]
 ASK: dict[str, Any] = {"messages": MESSAGES, "max_tokens": 6, "temperature": 0}
@@ -73,7 +74,7 @@ def test_a_token_is_the_sdks_presigned_url() -> None:
     """`sagemaker-api-key-` + base64 of the presigned CallWithBearerToken URL without its
     scheme, `host` the only signed header, `&Version=1` after the signature."""
     made = key(expires_s=3600)
-    url = base64.b64decode(made.removeprefix(token.PREFIX)).decode()
+    url = base64.b64decode(made.removeprefix(openai_path.PREFIX)).decode()
     assert url.startswith("sagemaker.amazonaws.com/?Action=CallWithBearerToken&X-Amz-Algorithm=")
     assert url.endswith("&Version=1")
     query = presigned_query(made)
@@ -85,7 +86,7 @@ def test_a_token_is_the_sdks_presigned_url() -> None:
 
 
 def key(expires_s: int = 600, region: str = REGION, secret: str = "testing") -> str:
-    return token.token(ReadOnlyCredentials("testing", secret, "testing"), region, expires_s)
+    return openai_path.token(ReadOnlyCredentials("testing", secret, "testing"), region, expires_s)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +107,7 @@ def openai_runtime(
 
 def client(runtime: tuple[str, str], endpoint: str | None = None) -> openai.OpenAI:
     name, url = runtime
-    return openai.OpenAI(base_url=token.base_url(url, endpoint or name), api_key=key())
+    return openai.OpenAI(base_url=openai_path.base_url(url, endpoint or name), api_key=key())
 
 
 def test_any_model_name_is_answered_by_the_served_model(
@@ -142,7 +143,7 @@ def test_streaming_yields_chunks_then_done(openai_runtime: tuple[str, str]) -> N
     name, url = openai_runtime
     with httpx.stream(
         "POST",
-        token.base_url(url, name) + "/chat/completions",
+        openai_path.base_url(url, name) + "/chat/completions",
         json={**ASK, "model": "gpt-4o", "stream": True},
         headers={"Authorization": f"Bearer {key()}"},
         timeout=120,
@@ -162,7 +163,7 @@ def test_the_async_sdk(openai_runtime: tuple[str, str]) -> None:
     name, url = openai_runtime
 
     async def ask() -> list[str]:
-        sdk = openai.AsyncOpenAI(base_url=token.base_url(url, name), api_key=key())
+        sdk = openai.AsyncOpenAI(base_url=openai_path.base_url(url, name), api_key=key())
         answers = await asyncio.gather(
             *(sdk.chat.completions.create(model=m, **ASK) for m in (name, "gpt-4o", "a1"))
         )
@@ -198,7 +199,7 @@ def test_a_request_without_a_valid_token_is_refused(
         given = key(**given)
     headers = {"Authorization": f"Bearer {given}"} if given else {}
     reply = httpx.post(
-        token.base_url(url, name) + "/chat/completions",
+        openai_path.base_url(url, name) + "/chat/completions",
         json={**ASK, "model": "gpt-4o"},
         headers=headers,
         timeout=60,
@@ -254,8 +255,8 @@ def test_deploy_token_gives_what_an_openai_client_needs(
     made = cli.run("deploy", "token", "--name", name, "--json", env=env, text=True)
     assert made.returncode == 0, made.stderr
     access = json.loads(made.stdout)
-    assert access["base_url"] == token.base_url(url, name)
-    assert access["api_key"].startswith(token.PREFIX)
+    assert access["base_url"] == openai_path.base_url(url, name)
+    assert access["api_key"].startswith(openai_path.PREFIX)
     sdk = openai.OpenAI(base_url=access["base_url"], api_key=access["api_key"])
     assert sdk.chat.completions.create(model=name, **ASK).choices[0].message.content
     shell = cli.run("deploy", "token", "--name", name, "--expires", "30m", env=env, text=True)
@@ -267,7 +268,7 @@ def test_deploy_token_gives_what_an_openai_client_needs(
     query = presigned_query(lines[1].split("=", 1)[1])
     assert query is not None and query["X-Amz-Expires"] == "1800"
     dry = cli.run("deploy", "token", "--name", name, "--dry-run", env=env, text=True)
-    assert dry.stdout == f"export OPENAI_BASE_URL={token.base_url(url, name)}\n"
+    assert dry.stdout == f"export OPENAI_BASE_URL={openai_path.base_url(url, name)}\n"
     missing = cli.run("deploy", "token", "--name", "no-such-endpoint", env=env, text=True)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines()[-1].endswith("does not exist in us-east-1")
@@ -297,7 +298,7 @@ def test_litellm_reaches_the_endpoint_as_an_openai_server(openai_runtime: tuple[
     name, url = openai_runtime
     answer = litellm.completion(
         model=f"openai/{name}",
-        api_base=token.base_url(url, name),
+        api_base=openai_path.base_url(url, name),
         api_key=key(),
         **ASK,
     )

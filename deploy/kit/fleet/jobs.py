@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vllm_sagemaker.core.content_types import JSON_LINES
+from vllm_sagemaker.core.execution_parameters import DEFAULT_CONCURRENCY, DEFAULT_PAYLOAD_MB
 from vllm_sagemaker.deploy.base.calls import POLL_S, Call
 from vllm_sagemaker.deploy.base.calls import client as aws_client
 from vllm_sagemaker.deploy.base.error_answers import missing
@@ -43,8 +44,8 @@ class Jobs(Protocol):
 
 @dataclass(frozen=True)
 class TransformSettings:
-    max_payload_mb: int = 1
-    max_concurrent_transforms: int = 2
+    max_payload_mb: int = DEFAULT_PAYLOAD_MB
+    max_concurrent_transforms: int = DEFAULT_CONCURRENCY
 
 
 @dataclass

@@ -27,8 +27,8 @@ from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put, remove
 from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.plan import Plan, Step
 from vllm_sagemaker.deploy.base.results import Sinks, Summary
-from vllm_sagemaker.deploy.base.run import execute
 from vllm_sagemaker.deploy.base.say import say
 from vllm_sagemaker.deploy.kit.fleet.jobs import Jobs, JobSpec, SageMakerJobs
 from vllm_sagemaker.deploy.kit.fleet.state import Fleet, Job, Shard
@@ -312,9 +312,7 @@ async def run(batch: FleetBatch, jobs: Jobs, ready: Callable[[], object] = lambd
     return 0 if complete else 1
 
 
-def cancel(work: str, dry_run: bool) -> int:
-    """Write the cancel marker under `work` (with `dry_run`, print that write instead)."""
-    execute([put(Layout(work).at(CANCEL), b"cancel\n")], dry_run)
-    if not dry_run:
-        say(f"no new job will start for {work}; running jobs finish and their output is kept")
-    return 0
+def cancel_plan(work: str) -> Plan:
+    """Write the cancel marker under `work`."""
+    line = f"no new job will start for {work}; running jobs finish and their output is kept"
+    return Plan((Step((put(Layout(work).at(CANCEL), b"cancel\n"),)),), report=lambda _: say(line))

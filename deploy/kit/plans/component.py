@@ -9,13 +9,15 @@ from typing import Any
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.kit.plans.endpoint import MODEL_DOWNLOAD_S, STARTUP_HEALTH_CHECK_S
 from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count, image_target
-from vllm_sagemaker.deploy.kit.plans.model import TENSOR_PARALLEL
+from vllm_sagemaker.deploy.kit.plans.model import TENSOR_PARALLEL, tensor_parallel_over
 from vllm_sagemaker.deploy.kit.plans.names import MAX_NAME, NAME_PATTERN, TAGS
 from vllm_sagemaker.deploy.kit.plans.scaling import (
     VARIANT,
     Target,
     Wake,
     parsed_range,
+    range_order_problem,
+    range_shape_problem,
     register_call,
     tracking_call,
     wake_calls,
@@ -174,8 +176,8 @@ def gpus_problem(gpus: int | None, instance_type: str | None) -> str | None:
 
 def tensor_parallel_problem(env: Mapping[str, str], gpus: int | None) -> str | None:
     """Tensor parallelism over more GPUs than the component is given."""
-    size = env.get(TENSOR_PARALLEL, "").strip()
-    if gpus is None or not size.isdigit() or int(size) <= gpus:
+    size = tensor_parallel_over(env, gpus)
+    if size is None:
         return None
     return (
         f"--env {TENSOR_PARALLEL}={size}: the component gets --gpus {gpus}, and tensor "
@@ -198,14 +200,12 @@ def copies_problem(copies: int | None, scale_to_zero: bool) -> str | None:
 
 def instances_problem(value: str, scale_to_zero: bool) -> str | None:
     """--instances MIN:MAX, the endpoint's managed instance scaling."""
-    found = parsed_range(value)
-    if found is None:
-        return f"--instances {value!r}: give MIN:MAX, the fewest and most instances, as 1:2"
-    least, most = found
-    if most < 1:
-        return f"--instances {value}: MAX must be 1 or more"
-    if least > most:
-        return f"--instances {value}: MIN {least} is more than MAX {most}"
+    problem = range_shape_problem("--instances", value, "1:2") or range_order_problem(
+        "--instances", value
+    )
+    if problem:
+        return problem
+    least, _ = parsed_range(value) or (1, 1)
     if least == 0 and not scale_to_zero:
         return (
             f"--instances {value}: an endpoint reaches 0 instances only when its components "

@@ -118,3 +118,9 @@ def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
             + "); give another --name, or delete that model first"
         )
     return [], [f"model {name} exists as asked; the run uses it"]
+
+
+def tensor_parallel_over(env: Mapping[str, str], gpus: int | None) -> int | None:
+    """The tensor parallelism `env` asks for, when it takes more than `gpus` GPUs (one each)."""
+    size = env.get(TENSOR_PARALLEL, "").strip()
+    return int(size) if gpus and size.isdigit() and int(size) > gpus else None

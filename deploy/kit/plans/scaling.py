@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.plan import Step
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
     from vllm_sagemaker.deploy.base.reads import Reads
@@ -62,22 +63,35 @@ def parsed_range(value: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+def range_shape_problem(option: str, value: str, example: str) -> str | None:
+    """A MIN:MAX option (`--autoscale`, `--instances`) that is not two whole numbers."""
+    if parsed_range(value) is None:
+        return f"{option} {value!r}: give MIN:MAX, the fewest and most instances, as {example}"
+    return None
+
+
+def range_order_problem(option: str, value: str) -> str | None:
+    """A MIN:MAX option whose MAX is under 1 or under its MIN."""
+    least, most = parsed_range(value) or (1, 1)
+    if most < 1:
+        return f"{option} {value}: MAX must be 1 or more"
+    if least > most:
+        return f"{option} {value}: MIN {least} is more than MAX {most}"
+    return None
+
+
 def autoscale_problem(value: str, async_output: str | None = None) -> str | None:
-    found = parsed_range(value)
-    if found is None:
-        return f"--autoscale {value!r}: give MIN:MAX, the fewest and most instances, as 1:4"
-    least, most = found
+    shape = range_shape_problem("--autoscale", value, "1:4")
+    if shape:
+        return shape
+    least, _ = parsed_range(value) or (1, 1)
     if least < 1 and not async_output:
         return (
             f"--autoscale {value}: a real-time endpoint keeps at least 1 instance (give MIN 1 or "
             "more); an async endpoint (--async-output) scales to 0, and so do inference "
             "components (`deploy component --scale-to-zero`)"
         )
-    if most < 1:
-        return f"--autoscale {value}: MAX must be 1 or more"
-    if least > most:
-        return f"--autoscale {value}: MIN {least} is more than MAX {most}"
-    return None
+    return range_order_problem("--autoscale", value)
 
 
 def scaling_problem(
@@ -266,6 +280,11 @@ def apply(calls: Sequence[Call], make: Callable[[list[Call]], list[dict[str, Any
             if alarm.service == ALARMS
         ]
     )
+
+
+def step(calls: Sequence[Call]) -> Step:
+    """A plan's step of scaling calls, made by `apply`."""
+    return Step(tuple(calls), make=apply)
 
 
 def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> list[Call]:

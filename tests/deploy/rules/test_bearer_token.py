@@ -13,7 +13,7 @@ from botocore.credentials import ReadOnlyCredentials
 
 from tests.support import runtime_emulator as emulator
 from tests.support.runtime_emulator import Runtime
-from vllm_sagemaker.deploy.kit.token import token
+from vllm_sagemaker.deploy.kit.plans.openai_path import token
 
 CASES: list[dict[str, Any]] = json.loads(emulator.TOKEN_FIXTURE.read_text())["tokens"]
 
