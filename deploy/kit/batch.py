@@ -193,16 +193,18 @@ def _on_sagemaker(
     env = model_env(env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))
     first, notes = model_calls(reads, model)
-    reads.notes += [*notes, *transform_note(args.instance_type)]
+    reads.notes += notes
     jobs = SageMakerJobs(
         args.name, args.instance_type, args.instance_count, settings, args.poll_seconds
     )
     if args.dry_run:
         read = f"the batch's input {batch.input} and work prefix {batch.work}"
         calls = reads.required(lambda: fleet.planned_calls(batch, jobs, first), read)
+        reads.notes += transform_note(args.instance_type)
         return Plan((Step(tuple(calls)),), tuple(reads.notes), tuple(reads.assumed))
 
     def run_fleet(calls: Sequence[Call], make: Make) -> int:
         return ran(args, fleet.run(batch, jobs, lambda: make(list(calls))))
 
+    reads.notes += transform_note(args.instance_type)
     return Plan((Step(tuple(first), make=run_fleet),), tuple(reads.notes))
