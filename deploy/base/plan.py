@@ -4,6 +4,7 @@ holds the calls, the end states each wait must confirm, the scaling, what a fail
 the notes and the assumptions; `apply` says the notes, then prints the plan for `--dry-run` or
 makes it."""
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +48,6 @@ class Step:
     make: Callable[[Sequence[Call], Make], int | None] | None = None
 
 
-def _nothing(call: Call) -> Undo | None:
-    return None
-
-
 @dataclass(frozen=True)
 class OneByOne:
     """Calls made each on its own and said as made (`named`: what one touched), as `deploy
@@ -64,7 +61,8 @@ class OneByOne:
 @dataclass(frozen=True)
 class Plan:
     """What one run does. `undo`: how a failure takes a made call back (`Rollback`), and with
-    `keep_on_failure`, what it names instead; `no_wait`: the last wait is said, not waited;
+    `keep_on_failure`, what it names instead (None: a failure is said as it is, nothing taken
+    back); `no_wait`: the last wait is said, not waited;
     `one_by_one`: each call on its own (`OneByOne`); `report`: what a real run says once its
     end state is confirmed, from the calls' answers. A dry run prints the calls, or `preview`
     when the run's work is not AWS calls (a token, a request, a fleet's shards), then says
@@ -73,7 +71,7 @@ class Plan:
     steps: tuple[Step, ...]
     notes: tuple[str, ...] = ()
     assumed: tuple[str, ...] = ()
-    undo: Callable[[Call], Undo | None] = _nothing
+    undo: Callable[[Call], Undo | None] | None = None
     keep_on_failure: bool = False
     no_wait: bool = False
     one_by_one: "OneByOne | None" = None
@@ -103,7 +101,8 @@ def apply(plan: Plan, dry_run: bool) -> int:
     answers: list[dict[str, Any]] = []
     status = 0
     last = next((step.wait for step in reversed(plan.steps) if step.wait), None)
-    with Rollback(plan.undo, plan.keep_on_failure) as rollback:
+    rollback = None if plan.undo is None else Rollback(plan.undo, plan.keep_on_failure)
+    with rollback or contextlib.nullcontext():
 
         def make(calls: list[Call]) -> list[dict[str, Any]]:
             return execute(calls, rollback)
