@@ -6,9 +6,11 @@ the adapter protocol `/adapters`, unless a customer handler replaced `/ping` or 
 (`handler.sagemaker.custom_code`: then vLLM's app, where MHCS mounted it, answers). OpenAI's
 Files and Batches API (`handler.batches`), which runs batches in the background from the
 server's start (lifespan) to its shutdown, as the CloudWatch metrics (`handler.metrics`) are
-written when SAGEMAKER_METRICS asks for them. Real-time inference requests are counted, so running
-batches yield to them. Every non-health route is guarded by the API key when one is configured,
-bodies over the payload limit get 413, and everything else goes to vLLM untouched.
+written when SAGEMAKER_METRICS asks for them and, with several API-server processes, the batch
+window's gauges are written for `/metrics`. Real-time inference requests are counted, so
+running batches yield to them. With an API key configured, every route needs it but the health
+routes and reading `/metrics` (`handler.sagemaker.auth`), bodies over the payload limit get
+413, and everything else goes to vLLM untouched.
 """
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,6 +23,7 @@ from vllm_sagemaker.core.routing import custom_attributes, is_batch_work
 from vllm_sagemaker.handler.batches.admission import rules as admission
 from vllm_sagemaker.handler.batches.admission.window import BatchWindow
 from vllm_sagemaker.handler.batches.api import routes as batch_routes
+from vllm_sagemaker.handler.metrics import gauges
 from vllm_sagemaker.handler.metrics import writer as metrics_writer
 from vllm_sagemaker.handler.process.lifecycle import RESTARTS, StopRequests
 from vllm_sagemaker.handler.process.logs import logger
@@ -71,6 +74,7 @@ class SageMakerMiddleware:
             self.config.batch_api, pipeline, self.window, self.config.api_keys, self.stops
         )
         self.metrics = metrics_writer.from_env()
+        self.gauges = gauges.Refresher()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -103,6 +107,7 @@ class SageMakerMiddleware:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.batch_api.shutdown()
+                await self.gauges.stop()
                 if self.metrics is not None:
                     await self.metrics.stop()
             return message
@@ -118,6 +123,7 @@ class SageMakerMiddleware:
                 self.pipeline.customer_middleware = bool(self.custom.middlewares)
                 self.stops.watch()
                 await self.batch_api.startup(scope)
+                self.gauges.start()
                 if self.metrics is not None:
                     self.metrics.start()
             if message["type"] == "lifespan.shutdown.complete":

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import IO
 
 from vllm_sagemaker.core.metrics_settings import MetricsSettings
-from vllm_sagemaker.handler.metrics import emf, samples
+from vllm_sagemaker.handler.metrics import emf, gauges, samples
 from vllm_sagemaker.handler.process.logs import logger
 
-MULTIPROC_VAR = "PROMETHEUS_MULTIPROC_DIR"
 LOCK_NAME = "sagemaker-metrics.lock"
 
 
@@ -54,7 +53,7 @@ class WriterLock:
 class MetricsWriter:
     def __init__(self, settings: MetricsSettings) -> None:
         self.settings = settings
-        self.lock = WriterLock(os.environ.get(MULTIPROC_VAR))
+        self.lock = WriterLock(os.environ.get(gauges.MULTIPROC_VAR))
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:

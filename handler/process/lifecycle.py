@@ -24,6 +24,8 @@ FAILED = 1
 RESTARTS = Gauge(
     "vllm_sagemaker:server_restarts",
     "Times serve has started vLLM again after it failed, since the container started.",
+    # every API-server process holds the same count: one series, not one per process
+    multiprocess_mode="max",
 )
 
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None

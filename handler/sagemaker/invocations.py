@@ -49,7 +49,7 @@ from vllm_sagemaker.handler.records.messages import (
 )
 from vllm_sagemaker.handler.records.minibatch import CLIENT_GONE
 from vllm_sagemaker.handler.records.pipeline import Pipeline
-from vllm_sagemaker.handler.sagemaker import adapters, sessions
+from vllm_sagemaker.handler.sagemaker import adapters, progress, sessions
 
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
 INFERENCE_ID = b"x-amzn-sagemaker-inference-id"
@@ -116,6 +116,8 @@ class Invocations:
             logger.error("invocation %s cut off: %s", request_id, cut.error.message)
             logger.info(_log_line(context, cut.error.status, _ms_since(started)))
             raise
+        finally:
+            progress.count(context.tally)
         logger.info(_log_line(context, status, _ms_since(started)))
 
     async def _invoke(

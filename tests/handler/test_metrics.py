@@ -40,8 +40,8 @@ tokens = Counter("vllm:generation_tokens", "", ["engine"])
 tokens.labels("0").inc(int(sys.argv[1]))
 waiting = Gauge("vllm:num_requests_waiting", "", ["engine"], multiprocess_mode="mostrecent")
 waiting.labels("0").set(int(sys.argv[2]))
-restarts = Gauge("vllm_sagemaker:server_restarts", "")
-restarts.set(2)
+from vllm_sagemaker.handler.process.lifecycle import RESTARTS
+RESTARTS.set(2)
 ttft = Histogram("vllm:time_to_first_token_seconds", "", ["engine"], buckets=[0.1, 1.0])
 for _ in range(int(sys.argv[1])):
     ttft.labels("0").observe(0.05)
@@ -141,7 +141,7 @@ def test_a_snapshot_adds_up_every_api_server_process(tmp_path: Path) -> None:
     multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
     snapshot = samples.snapshot(registry)
     assert sum(snapshot.series["vllm:generation_tokens_total"]) == 7
-    assert snapshot.series["vllm_sagemaker:server_restarts"] == [2.0, 2.0]
+    assert snapshot.series["vllm_sagemaker:server_restarts"] == [2.0], "one, not one a process"
     assert len(snapshot.series["vllm:num_requests_waiting"]) == 1, "the most recent value"
     assert snapshot.buckets["vllm:time_to_first_token_seconds"] == {0.1: 7, 1.0: 7, float("inf"): 7}
 

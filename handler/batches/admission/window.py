@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from vllm_sagemaker.handler.batches.admission import metrics, rules
+from vllm_sagemaker.handler.metrics import gauges
 from vllm_sagemaker.handler.process.logs import logger
 
 # How often a waiting batch line looks at the window again when nothing else wakes it.
@@ -38,12 +39,12 @@ class BatchWindow:
         self.lag_s = 0.0
         self._changed = asyncio.Event()
         self._lag_watch: asyncio.Task[None] | None = None
-        metrics.WINDOW.set_function(lambda: rules.limit(self._current(), self.settings))
-        metrics.LOOP_LAG.set_function(lambda: self.lag_s)
-        metrics.RUNNING.set_function(lambda: self.running)
-        metrics.LIVE_LATENCY.set_function(lambda: self.state.recent_s or 0.0)
-        metrics.LIVE_TAIL.set_function(lambda: self.state.tail_s or 0.0)
-        metrics.LIVE_TARGET.set_function(lambda: self.state.target_s(self.settings) or 0.0)
+        gauges.follow(metrics.WINDOW, lambda: rules.limit(self._current(), self.settings))
+        gauges.follow(metrics.LOOP_LAG, lambda: self.lag_s)
+        gauges.follow(metrics.RUNNING, lambda: self.running)
+        gauges.follow(metrics.LIVE_LATENCY, lambda: self.state.recent_s or 0.0)
+        gauges.follow(metrics.LIVE_TAIL, lambda: self.state.tail_s or 0.0)
+        gauges.follow(metrics.LIVE_TARGET, lambda: self.state.target_s(self.settings) or 0.0)
 
     @contextlib.contextmanager
     def live(self) -> Iterator[Callable[[], None]]:
