@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from tests import ROOT
 
-PATH = ROOT / "handler" / "core" / "vllm_options.py"
+PATH = ROOT / "core" / "vllm_options.py"
 WIDTH = 96
 
 
