@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if found is None:
             raise
         print(f"{command}: {found.line}", file=sys.stderr)
-        return found.status
+        return found.exit_status
 
 
 def _run(argv: list[str]) -> int:
@@ -97,12 +97,12 @@ def _run(argv: list[str]) -> int:
     if args.command != "batch" and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from vllm_sagemaker.deploy.base import profile, region
-    from vllm_sagemaker.deploy.base.errors import refuse
+    from vllm_sagemaker.deploy.base.errors import stop_at
 
     # --region, else AWS_REGION, as AWS_DEFAULT_REGION, for every client command.
     region.use_region(getattr(args, "region", None), os.environ)
     # --profile, on every command that calls AWS: boto3 uses it from here on.
-    refuse(profile.use_profile(getattr(args, "profile", None), os.environ))
+    stop_at(profile.use_profile(getattr(args, "profile", None), os.environ))
     from vllm_sagemaker.deploy.base.command import run
     from vllm_sagemaker.deploy.batch import command as batch
     from vllm_sagemaker.deploy.kit import cli as deploy

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.errors import ClientError, stop_at
 from vllm_sagemaker.deploy.base.plan import Plan, apply
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.say import say
@@ -79,7 +79,7 @@ def checked(
         if each.warns and found:
             warnings.append(found)
         else:
-            refuse(found)
+            stop_at(found)
     return warnings
 
 

@@ -1,6 +1,7 @@
 """Credentials AWS cannot be asked with or refuses, as one line: what is wrong, where boto3 took
 them from (the environment's keys, or a profile through a role's `source_profile`), what renews
-them. `line` is the pure rule; `explain` reads the environment and the AWS config for it."""
+them. `line` is the pure rule; `credentials_line` reads the environment and the AWS config for
+it."""
 
 import os
 from collections.abc import Mapping
@@ -10,7 +11,7 @@ import botocore.exceptions
 
 from vllm_sagemaker.deploy.base import profile
 from vllm_sagemaker.deploy.base.error_answers import (
-    Refusal,
+    AwsError,
     error_code,
     from_aws,
     message,
@@ -140,8 +141,8 @@ _LINES = {
 
 
 def line(error: BaseException, source: Source) -> str | None:
-    """The line for a credentials problem `error` (not a missing profile: `explain`), else None;
-    access denied is AWS's `Refusal` of the call."""
+    """The line for a credentials problem `error` (not a missing profile: `credentials_line`),
+    else None; access denied is AWS's `AwsError` of the call."""
     if isinstance(error, OSError):
         return _process_line(error, source)
     what = "denied" if denied(error) else kind(error)
@@ -159,7 +160,7 @@ def line(error: BaseException, source: Source) -> str | None:
         whose=_whose(source),
         code=f" ({code})" if code else "",
     )
-    return Refusal(getattr(error, "operation_name", ""), text) if what == "denied" else text
+    return AwsError(getattr(error, "operation_name", ""), text) if what == "denied" else text
 
 
 def _process_line(error: OSError, source: Source) -> str | None:
@@ -174,7 +175,7 @@ def _process_line(error: OSError, source: Source) -> str | None:
     return f"the credential_process command of profile {name} {problem}: `{command}`"
 
 
-def explain(error: BaseException, env: Mapping[str, str] = os.environ) -> str | None:
+def credentials_line(error: BaseException, env: Mapping[str, str] = os.environ) -> str | None:
     """The line for `error` when it is about credentials (or a profile); None otherwise."""
     if kind(error) is None and not denied(error) and not isinstance(error, OSError):
         return None  # without reading the AWS config

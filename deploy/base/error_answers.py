@@ -31,14 +31,14 @@ FROM_ZERO_TAKES = (
 )
 
 
-class Refusal(str):
-    """AWS's refusal of a call, the line `AWS refused OPERATION: REASON`, its parts kept: the
+class AwsError(str):
+    """AWS's error answer to a call, the line `AWS refused OPERATION: REASON`, its parts kept: the
     line of a call that failed names the call once."""
 
     operation: str
     reason: str
 
-    def __new__(cls, operation: str, reason: str) -> "Refusal":
+    def __new__(cls, operation: str, reason: str) -> "AwsError":
         line = super().__new__(cls, f"AWS refused {operation}: {reason}")
         line.operation, line.reason = operation, reason
         return line
@@ -140,7 +140,7 @@ def aws_line(error: BaseException) -> str | None:
         if code in ("NoSuchKey", "404"):
             return "the object does not exist"
         told = message(str(error.response.get("Error", {}).get("Message", "")))
-        return Refusal(operation, code + (f": {told}" if told else ""))
+        return AwsError(operation, code + (f": {told}" if told else ""))
     if isinstance(error, ResponseParserError):
         return f"an answer that does not parse, {_NOT_AWS}"
     if isinstance(error, (botocore.exceptions.BotoCoreError, boto3.exceptions.Boto3Error)):

@@ -2,52 +2,78 @@
 failure is known and printed at the top (`container.cli`) as `COMMAND: LINE`. `client_error` makes
 a library's error one; anything else is a bug and keeps its traceback."""
 
+import enum
 import shlex
 import signal
 import subprocess
 from pathlib import Path
 
-# Exit statuses: the run failed (1); an option or input was refused before anything ran (2).
-FAILED = 1
-USAGE_ERROR = 2
+
+class ExitStatus(enum.IntEnum):
+    """What a client command exits with: never an HTTP status (`deploy.base.invocations`'s)."""
+
+    DONE = 0
+    FAILED = 1  # AWS, the container or the run failed
+    USAGE_ERROR = 2  # an option or input was refused before anything ran
+    INTERRUPTED = 130  # Ctrl-C (`deploy.base.interrupts`)
+
+
+class Problem(str):
+    """What is wrong with an option, as data: `option` (as typed, or the options together as
+    the line names them), its `value` as the line shows it ("" for none) and `why`; rendered
+    here only, as `OPTION VALUE: WHY` (`sep` for a line that goes on without a colon)."""
+
+    option: str
+    value: str
+    why: str
+
+    def __new__(cls, option: str, why: str, value: object = "", sep: str = ": ") -> "Problem":
+        shown = f" {value}" if value != "" else ""
+        line = super().__new__(cls, f"{option}{shown}{sep}{why}")
+        line.option, line.value, line.why = option, str(value), why
+        return line
 
 
 class ClientError(Exception):
     """A failure a user can cause: `line` says what failed and what to do."""
 
-    status = FAILED
+    exit_status = ExitStatus.FAILED
 
-    def __init__(self, line: str, status: int | None = None) -> None:
+    def __init__(self, line: str, exit_status: ExitStatus | None = None) -> None:
         super().__init__(line)
         self.line = line
-        if status is not None:
-            self.status = status
+        if exit_status is not None:
+            self.exit_status = exit_status
 
 
-class Refused(ClientError):
-    status = USAGE_ERROR
+class UsageError(ClientError):
+    """An option or input the command will not run with (exit status 2), its line a `Problem`
+    or, for an input, a plain line."""
+
+    exit_status = ExitStatus.USAGE_ERROR
 
 
-def refuse(problem: str | None) -> None:
+def stop_at(problem: str | None) -> None:
+    """A `UsageError` for `problem`, when there is one."""
     if problem:
-        raise Refused(problem)
+        raise UsageError(problem)
 
 
 def client_error(error: BaseException) -> ClientError | None:
     """`error` as the ClientError a user reads; None for a bug."""
     if isinstance(error, ClientError):
         return error
-    # Imported here: the options' checks raise `Refused` with no boto3 or httpx loaded.
+    # Imported here: the options' checks raise `UsageError` with no boto3 or httpx loaded.
     from vllm_sagemaker.deploy.base import credentials, error_answers
 
-    for translate in (credentials.explain, error_answers.aws_line, os_line, _http_line):
+    for translate in (credentials.credentials_line, error_answers.aws_line, os_line, _http_line):
         line = translate(error)
         if line is not None:
             return ClientError(line)
     return None
 
 
-def explain(error: BaseException) -> str | None:
+def line_of(error: BaseException) -> str | None:
     found = client_error(error)
     return None if found is None else found.line
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
+from vllm_sagemaker.deploy.base.errors import ExitStatus
+
 T = TypeVar("T")
 
-EXIT_STATUS = 130
 RESUME = "run the same command with --resume to finish"
 AGAIN = "run the same command again"
 # The commands that finish an interrupted run with --resume.
@@ -129,7 +130,7 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     _state.count += 1
     if _state.count > 1:
         os.write(2, (second_line(_state.command) + "\n").encode())
-        os._exit(EXIT_STATUS)
+        os._exit(ExitStatus.INTERRUPTED)
     task, loop = _state.task, _state.loop
     if task is not None and loop is not None and not task.done():
         # As asyncio.Runner does: cancel the main task, and wake the loop if it waits.
@@ -193,5 +194,5 @@ def report(command: str, stop: KeyboardInterrupt) -> int:
     if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
-        os._exit(EXIT_STATUS)
-    return EXIT_STATUS
+        os._exit(ExitStatus.INTERRUPTED)
+    return ExitStatus.INTERRUPTED

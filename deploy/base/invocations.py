@@ -1,9 +1,9 @@
 """The one client of a container's `/invocations` (`transform`, `batch`, `deploy batch --local`):
 it waits for `/ping` as SageMaker does (`wait_ready`), reads `/execution-parameters`, and POSTs
 with retries: timeouts, connection errors, 408, 429 and 5xx with backoff; another status is the
-model's refusal (`ModelRefused`) at once; a 401 is `KeyRefused`. With a `Pace` (batch work), a
-429 is the container keeping its engine for live traffic: waited out, never counted as a retry,
-and it halves the calls in flight. With a `FromZero` (batch work on an inference component),
+model's final answer (`NotRetryable`) at once; a 401 is `Unauthorized`. With a `Pace` (batch
+work), a 429 is the container keeping its engine for live traffic: waited out, never counted as a
+retry, and it halves the calls in flight. With a `FromZero` (batch work on an inference component),
 AWS's no-capacity answer (`NoCapacity`) is a component scaling from zero: waited out too, said
 once, up to a bound."""
 
@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import NewType
 
 import httpx
 
@@ -28,6 +29,8 @@ from vllm_sagemaker.deploy.base.errors import ClientError
 from vllm_sagemaker.deploy.base.pace import Pace
 from vllm_sagemaker.deploy.base.results import Progress
 
+# An HTTP status a container or SageMaker answers: never an exit status (`errors.ExitStatus`).
+HttpStatus = NewType("HttpStatus", int)
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0
 # The wait after a 429 without a usable Retry-After.
@@ -48,7 +51,7 @@ class NotReady(ClientError):
     """Nobody there, a bad URL, or a container not ready in time."""
 
 
-class KeyRefused(ClientError):
+class Unauthorized(ClientError):
     """A 401: the container wants an API key, or another one."""
 
 
@@ -56,12 +59,12 @@ class InvocationFailed(ClientError):
     """No answer after the retries, or a call that cannot succeed."""
 
 
-class ModelRefused(InvocationFailed):
-    """A status another try would not change."""
+class NotRetryable(InvocationFailed):
+    """An HTTP status another try would not change; it fails the run with exit status 1."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
+    def __init__(self, http_status: HttpStatus, message: str) -> None:
+        super().__init__(f"HTTP {http_status}: {message}")
+        self.http_status = http_status
 
 
 class Retryable(Exception):
@@ -252,13 +255,15 @@ class Container:
                 said = "refused the API key (HTTP 401): pass the container's key with --api-key or"
             else:
                 said = "wants an API key (HTTP 401): pass it with --api-key or set"
-            raise KeyRefused(f"{where} {said} {VLLM_API_KEY_VAR}")
+            raise Unauthorized(f"{where} {said} {VLLM_API_KEY_VAR}")
         if status == 429:
             wait = retry_after_s(response.headers.get("retry-after"))
             raise Throttled(error_answers.said(response.content, 429), wait)
         if status in RETRY_STATUSES:
             raise Retryable(error_answers.said(response.content, status))
-        raise ModelRefused(status, error_answers.message(response.content) or status_phrase(status))
+        raise NotRetryable(
+            HttpStatus(status), error_answers.message(response.content) or status_phrase(status)
+        )
 
 
 class Readiness(enum.Enum):

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeVar
 
 from vllm_sagemaker.core.execution_parameters import MAX_TOTAL_MB
+from vllm_sagemaker.deploy.base.errors import Problem
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -18,7 +19,7 @@ def payload_problem(
     packs: bool,
     payload: str = "--max-payload-mb",
     concurrent: str = "--max-concurrent-transforms",
-) -> str | None:
+) -> Problem | None:
     """CreateTransformJob's limits, each said with the name the value came by: MaxPayloadInMB
     from 0 to 100, where 0 is no limit (chunked encoding), for a record or file sent whole, so
     from 1 when records are `packs`ed together (MultiRecord); MaxConcurrentTransforms at least 0
@@ -26,15 +27,13 @@ def payload_problem(
     least = 1 if packs else 0
     if not least <= payload_mb <= MAX_TOTAL_MB:
         why = " (0, no limit, is for SingleRecord or SplitType None)" if payload_mb == 0 else ""
-        return f"{payload} {payload_mb}: must be from {least} to {MAX_TOTAL_MB}{why}"
+        return Problem(payload, f"must be from {least} to {MAX_TOTAL_MB}{why}", payload_mb)
     if concurrency < 0:
-        return f"{concurrent} {concurrency}: must be at least 0 (0: the container's)"
+        return Problem(concurrent, "must be at least 0 (0: the container's)", concurrency)
     if payload_mb * concurrency > MAX_TOTAL_MB:
-        return (
-            f"{payload} {payload_mb} times {concurrent} {concurrency} = "
-            f"{payload_mb * concurrency} MB: SageMaker allows at most {MAX_TOTAL_MB} MB in "
-            "flight per instance"
-        )
+        product = f"{payload_mb} times {concurrent} {concurrency} = {payload_mb * concurrency} MB"
+        why = f"SageMaker allows at most {MAX_TOTAL_MB} MB in flight per instance"
+        return Problem(payload, why, product)
     return None
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call, Undo, to_json
-from vllm_sagemaker.deploy.base.errors import ClientError, explain
+from vllm_sagemaker.deploy.base.errors import ClientError, line_of
 from vllm_sagemaker.deploy.base.run import (
     Rollback,
     call_failed,
@@ -136,7 +136,7 @@ def _one_by_one(calls: Sequence[Call], how: OneByOne) -> int:
         try:
             execute([call])
         except botocore.exceptions.ClientError as error:
-            line = call_failed(call, explain(error) or str(error))
+            line = call_failed(call, line_of(error) or str(error))
             if call.operation in how.stands:
                 raise ClientError(f"{line}; {how.stands[call.operation]}") from error
             failed += 1

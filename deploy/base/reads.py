@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from vllm_sagemaker.deploy.base.calls import Call, client, operation
 from vllm_sagemaker.deploy.base.error_answers import missing
-from vllm_sagemaker.deploy.base.errors import ClientError, explain
+from vllm_sagemaker.deploy.base.errors import ClientError, line_of
 
 T = TypeVar("T")
 
@@ -96,4 +96,4 @@ def _cannot_ask(error: Exception) -> str:
         cause = cause.__cause__
     if cause is None:
         raise error
-    return explain(error) or str(error)
+    return line_of(error) or str(error)

@@ -20,8 +20,8 @@ from vllm_sagemaker.deploy.base.calls import (
     client,
     operation,
 )
-from vllm_sagemaker.deploy.base.error_answers import Refusal, missing
-from vllm_sagemaker.deploy.base.errors import ClientError, client_error, explain
+from vllm_sagemaker.deploy.base.error_answers import AwsError, missing
+from vllm_sagemaker.deploy.base.errors import ClientError, client_error, line_of
 from vllm_sagemaker.deploy.base.interrupts import Interrupted, not_waited_line, wait_line
 from vllm_sagemaker.deploy.base.say import say
 
@@ -42,7 +42,7 @@ def execute(calls: Sequence[Call], rollback: "Rollback | None" = None) -> list[d
 def call_failed(call: Call, said: str) -> str:
     """The line of a call that failed, from the line of its error; AWS's refusal of the call
     gives only its reason."""
-    if isinstance(said, Refusal) and said.operation == call.operation:
+    if isinstance(said, AwsError) and said.operation == call.operation:
         said = said.reason
     return f"{call.operation} failed: {said}"
 
@@ -104,7 +104,7 @@ class Rollback:
             say(self._rolled_back(f"{type(error).__name__}: {error}"))
             return
         told = found.line if self.failed is None else call_failed(self.failed, found.line)
-        raise ClientError(self._rolled_back(told), found.status) from error
+        raise ClientError(self._rolled_back(told), found.exit_status) from error
 
     def _rolled_back(self, failure: str) -> str:
         taken = [undo for call in reversed(self.made) if (undo := self.undo(call))]
@@ -129,7 +129,7 @@ class Rollback:
                 try:
                     _make(undo.call, lines)
                 except Exception as error:
-                    not_removed.append((undo.what, explain(error) or repr(error)))
+                    not_removed.append((undo.what, line_of(error) or repr(error)))
                     used.update(undo.uses)
                 else:
                     removed.append(undo.what)

@@ -23,7 +23,7 @@ import httpx
 
 from vllm_sagemaker.core.s3_uri import S3, is_s3, s3_parts
 from vllm_sagemaker.deploy.base.calls import client
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused, explain
+from vllm_sagemaker.deploy.base.errors import ClientError, UsageError, line_of
 
 HTTP_RETRIES = 5
 HTTP_TIMEOUT_S = 300.0
@@ -88,7 +88,7 @@ def told(action: str, uri: str) -> Iterator[None]:
         if isinstance(cause, OSError) and cause.filename:
             why = cause.strerror or why  # the line names the path
         elif not isinstance(cause, (EOFError, zlib.error, gzip.BadGzipFile)):
-            why = explain(cause) or explain(error)
+            why = line_of(cause) or line_of(error)
         if why is None:
             raise
         raise Unreachable(f"cannot {action} {uri}: {why}") from error
@@ -251,13 +251,13 @@ def reading(uri: str) -> Iterator[IO[bytes]]:
 
 
 def check_writable(uri: str, directory: bool = False) -> None:
-    """`Unreachable` (`Refused`: a name S3 refuses) when `uri` (with `directory`: the folder
+    """`Unreachable` (`UsageError`: a name S3 refuses) when `uri` (with `directory`: the folder
     `uri`) could not be written, found before any work. A local file's nearest folder is probed
     with a new file: permissions do not say it in /proc or as root."""
     if is_s3(uri):
         bucket = uri[len(S3) :].split("/", 1)[0]
         if problem := bucket_problem(bucket):
-            raise Refused(f"cannot write {uri}: {problem}")
+            raise UsageError(f"cannot write {uri}: {problem}")
         with told("write", uri):  # ListBucket, as HeadBucket, but its 404 names the bucket
             s3_client().list_objects_v2(Bucket=bucket, MaxKeys=0)
     if not is_local(uri):

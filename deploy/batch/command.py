@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 
 from vllm_sagemaker.core.install import server_missing
-from vllm_sagemaker.deploy.base import interrupts, invoke, profile
+from vllm_sagemaker.deploy.base import interrupts, invocations, profile
 from vllm_sagemaker.deploy.base.command import Check
-from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem
 from vllm_sagemaker.deploy.base.plan import Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.batch.run import (
@@ -76,8 +76,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="with --sagemaker-endpoint: the inference component (model or adapter) to call; "
         "while it scales from zero (AWS answers that it has no capacity), the run says so once "
-        f"and waits up to {invoke.SCALE_FROM_ZERO_S / 60:g} min for a copy, trying again "
-        f"every {invoke.FROM_ZERO_WAIT_S:g} s or so, never counted against --max-retries",
+        f"and waits up to {invocations.SCALE_FROM_ZERO_S / 60:g} min for a copy, trying again "
+        f"every {invocations.FROM_ZERO_WAIT_S:g} s or so, never counted against --max-retries",
     )
     parser.add_argument(
         "--max-retries",
@@ -99,14 +99,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="take the answers an earlier run kept for OUTPUT, whose delivery failed, and "
         "deliver them to -o with the rest; none is answered again",
     )
-    invoke.add_wait_ready_argument(parser, "; with --endpoint")
+    invocations.add_wait_ready_argument(parser, "; with --endpoint")
     parser.add_argument(
         "--output-tmp-dir",
         metavar="DIR",
         help="where remote, .gz and stdout outputs are staged until the end, in a private "
         "directory removed once they are delivered (default: the system's temporary directory)",
     )
-    invoke.add_api_key_argument(
+    invocations.add_api_key_argument(
         parser,
         "; with --model, the key the started engine requires (default: a fresh random one); "
         "not with --sagemaker-endpoint",
@@ -119,17 +119,17 @@ def vllm_args_problem(vllm_args: list[str], model: str | None) -> str | None:
     return None
 
 
-def api_key_problem(api_key: str | None, sagemaker_endpoint: str | None) -> str | None:
+def api_key_problem(api_key: str | None, sagemaker_endpoint: str | None) -> Problem | None:
     if api_key and sagemaker_endpoint:
-        return (
-            "--api-key goes with --endpoint or --model: InvokeEndpoint cannot send one "
-            "(SigV4 guards a SageMaker endpoint)"
-        )
+        why = "goes with --endpoint or --model: InvokeEndpoint cannot send one (SigV4 guards a "
+        return Problem("--api-key", why + "SageMaker endpoint)", sep=" ")
     return None
 
 
-def inflight_problem(max_inflight: int) -> str | None:
-    return f"--max-inflight {max_inflight}: must be at least 1" if max_inflight < 1 else None
+def inflight_problem(max_inflight: int) -> Problem | None:
+    return (
+        Problem("--max-inflight", "must be at least 1", max_inflight) if max_inflight < 1 else None
+    )
 
 
 CHECKS = (
@@ -145,7 +145,7 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if missing:
         raise ClientError(missing)
     options = {name: value for name, value in vars(args).items() if name in OPTIONS}
-    api_key = args.api_key if args.model else invoke.api_key(args.api_key)
+    api_key = args.api_key if args.model else invocations.api_key(args.api_key)
     settings = BatchSettings(**{**options, "api_key": api_key}, serve_args=tuple(args.vllm_args))
 
     def answer_every_line(calls: object, make: object) -> None:

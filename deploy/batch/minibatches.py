@@ -18,7 +18,7 @@ from vllm_sagemaker.core.errors import RequestError
 from vllm_sagemaker.core.formats import batch_error_line
 from vllm_sagemaker.core.jsonlines import iter_records, split
 from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
-from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base import invocations
 from vllm_sagemaker.deploy.base.ordered import packed
 
 LINES_PER_REQUEST = 32
@@ -33,7 +33,7 @@ CONTAINER_HEADERS = {
 
 
 class Target(Protocol):
-    """Where mini-batches go: an `invoke.Container` or a `deploy.batch.targets.Endpoint`."""
+    """Where mini-batches go: an `invocations.Container` or a `deploy.batch.targets.Endpoint`."""
 
     async def invoke(self, body: bytes) -> bytes:
         """The answer to one JSON Lines mini-batch."""
@@ -93,9 +93,9 @@ async def answer_mini_batch(
     body = b"".join(item.raw + b"\n" for item in mini_batch if item.fault is None)
     try:
         answers = iter(split(await target.invoke(body)) if body else ())
-    except invoke.ModelRefused as refusal:
-        message = f"The model refused the request holding this line: {refusal}"
-        refused = RequestError(refusal.status, message, "invocation_refused")
+    except invocations.NotRetryable as final:
+        message = f"The model refused the request holding this line: {final}"
+        refused = RequestError(final.http_status, message, "invocation_refused")
         lines = [
             error_line(item) if item.fault else batch_error_line(item.custom_id, refused)
             for item in mini_batch
@@ -103,17 +103,19 @@ async def answer_mini_batch(
     else:
         lines = [error_line(item) if item.fault else next(answers, b"") for item in mini_batch]
         if any(not line for line in lines) or next(answers, None) is not None:
-            raise invoke.InvocationFailed("the container's answer did not have one line per record")
+            raise invocations.InvocationFailed(
+                "the container's answer did not have one line per record"
+            )
     try:
         answered = [(line, outcome(line)) for line in lines]
     except ValueError:
-        raise invoke.InvocationFailed(
+        raise invocations.InvocationFailed(
             "the answer is not batch output lines (a JSON object a line): is it a vllm-sagemaker "
             "container?"
         ) from None
     for item, (_, result) in zip(mini_batch, answered, strict=True):
         if item.fault is None and result.aborted:
-            raise invoke.InvocationFailed(
+            raise invocations.InvocationFailed(
                 f"the engine aborted line {item.number} (is the container stopping?)"
             )
     return answered

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from vllm_sagemaker.core.batch_lines import Checked, Outcome
-from vllm_sagemaker.deploy.base import interrupts, invoke, storage
+from vllm_sagemaker.deploy.base import interrupts, invocations, storage
 from vllm_sagemaker.deploy.base.errors import ClientError, client_error
 from vllm_sagemaker.deploy.base.ordered import in_order
 from vllm_sagemaker.deploy.base.pace import Pace
@@ -80,9 +80,9 @@ async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Targe
             url = await stack.enter_async_context(
                 local_engine.serving(settings.model, settings.serve_args, key)
             )
-        client = await stack.enter_async_context(invoke.client(url, key))
-        await invoke.wait_ready(client, settings.wait_ready, "batch")
-        yield invoke.Container(
+        client = await stack.enter_async_context(invocations.client(url, key))
+        await invocations.wait_ready(client, settings.wait_ready, "batch")
+        yield invocations.Container(
             client, CONTAINER_HEADERS, settings.max_retries, settings.timeout_s, pace
         )
 

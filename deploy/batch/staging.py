@@ -180,7 +180,7 @@ class Sink:
             f"{error.line}; its {count} answered lines are kept in {self.path}: run the same "
             f"command with --resume to deliver them, or with a corrected output and "
             f"--resume-from {self.uri}",
-            error.status,
+            error.exit_status,
         )
 
     def hold(self) -> None:

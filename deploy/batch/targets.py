@@ -1,5 +1,5 @@
 """`vllm-sagemaker batch --sagemaker-endpoint`: mini-batches through InvokeEndpoint (boto3's
-credentials) with the container's rules (`deploy.base.invoke`)."""
+credentials) with the container's rules (`deploy.base.invocations`)."""
 
 import asyncio
 import concurrent.futures
@@ -12,8 +12,8 @@ import botocore.exceptions
 from vllm_sagemaker.core.config import API_KEY_VAR
 from vllm_sagemaker.core.content_types import JSON_LINES
 from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
-from vllm_sagemaker.deploy.base import credentials, error_answers, invoke
-from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.deploy.base import credentials, error_answers, invocations
+from vllm_sagemaker.deploy.base.errors import line_of
 from vllm_sagemaker.deploy.base.pace import Pace
 
 # Errors of the runtime API worth another try: the service or the model is busy or starting.
@@ -38,22 +38,22 @@ def classify(error: botocore.exceptions.ClientError) -> Exception:
         status = int(response.get("OriginalStatusCode") or 0)
         original = error_answers.message(str(response.get("OriginalMessage") or "")) or message
         if status == 429:
-            return invoke.Throttled(f"the model answered HTTP 429: {original}")
+            return invocations.Throttled(f"the model answered HTTP 429: {original}")
         if status == 401:
-            return invoke.KeyRefused(
+            return invocations.Unauthorized(
                 "the endpoint's container wants an API key (HTTP 401), which InvokeEndpoint "
                 f"cannot send: on SageMaker, leave {API_KEY_VAR} unset (SigV4 guards the endpoint)"
             )
-        if status in invoke.RETRY_STATUSES or status == 0:
-            return invoke.Retryable(f"the model answered HTTP {status}: {original}")
-        return invoke.ModelRefused(status, original)
+        if status in invocations.RETRY_STATUSES or status == 0:
+            return invocations.Retryable(f"the model answered HTTP {status}: {original}")
+        return invocations.NotRetryable(invocations.HttpStatus(status), original)
     if code == "ThrottlingException":
-        return invoke.Throttled(f"{code}: {message}")
+        return invocations.Throttled(f"{code}: {message}")
     if error_answers.no_capacity(message):
-        return invoke.NoCapacity(f"{code}: {message}")
+        return invocations.NoCapacity(f"{code}: {message}")
     if code in RETRY_ERRORS:
-        return invoke.Retryable(f"{code}: {message}")
-    return invoke.InvocationFailed(f"{code}: {message}")
+        return invocations.Retryable(f"{code}: {message}")
+    return invocations.InvocationFailed(f"{code}: {message}")
 
 
 class Endpoint:
@@ -82,9 +82,9 @@ class Endpoint:
             self.runtime = boto3.client("sagemaker-runtime", config=config)
             self.control = boto3.client("sagemaker", config=config)
         except botocore.exceptions.BotoCoreError as error:
-            raise invoke.NotReady(f"endpoint {name}: {explain(error)}") from error
+            raise invocations.NotReady(f"endpoint {name}: {line_of(error)}") from error
         self.component = inference_component
-        self.from_zero = invoke.FromZero(error_answers.from_zero(name, inference_component))
+        self.from_zero = invocations.FromZero(error_answers.from_zero(name, inference_component))
         self.retries = retries
         self.pace = pace
         self.pool = concurrent.futures.ThreadPoolExecutor(pace.most, "invoke-endpoint")
@@ -96,14 +96,14 @@ class Endpoint:
         except Exception as error:
             if isinstance(error, botocore.exceptions.ClientError) and error_answers.missing(error):
                 where = self.control.meta.region_name
-                raise invoke.NotReady(error_answers.no_endpoint(self.name, where)) from None
-            told = explain(error)
+                raise invocations.NotReady(error_answers.no_endpoint(self.name, where)) from None
+            told = line_of(error)
             if told is None:
                 raise
-            raise invoke.NotReady(f"endpoint {self.name}: {told}") from None
+            raise invocations.NotReady(f"endpoint {self.name}: {told}") from None
         status = answer["EndpointStatus"]
         if status not in SERVING:
-            raise invoke.NotReady(f"endpoint {self.name} is {status}, not InService")
+            raise invocations.NotReady(f"endpoint {self.name} is {status}, not InService")
 
     async def invoke(self, body: bytes) -> bytes:
         params = {
@@ -122,14 +122,14 @@ class Endpoint:
                 return await self._call(answer["Body"].read)
             except Exception as error:
                 if credentials.cannot_ask(error):  # none, refused, or expired during the run
-                    raise invoke.InvocationFailed(str(explain(error))) from None
+                    raise invocations.InvocationFailed(str(line_of(error))) from None
                 if isinstance(error, botocore.exceptions.ClientError):
                     raise classify(error) from None
                 if isinstance(error, TRANSIENT):
-                    raise invoke.Retryable(str(error)) from None
+                    raise invocations.Retryable(str(error)) from None
                 raise
 
-        return await invoke.with_retries(attempt, self.retries, self.pace, self.from_zero)
+        return await invocations.with_retries(attempt, self.retries, self.pace, self.from_zero)
 
     async def _call(self, operation: Any, **params: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(

@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from vllm_sagemaker.deploy.base.errors import Problem
 from vllm_sagemaker.deploy.image.build import DAEMONLESS
 
 BUILDERS = ("docker", *DAEMONLESS)
@@ -30,17 +31,17 @@ def choose(
     """The builder for `--builder asked`; `docker_answers` runs only when docker may be chosen."""
     if asked is not None:
         if not on_path.get(asked):
-            return Choice(
-                None,
-                f"--builder {asked}: no {asked} on PATH; install it, or leave out --builder to "
-                "use whichever of docker, buildah and podman is here",
+            why = (
+                f"no {asked} on PATH; install it, or leave out --builder to use whichever of "
+                "docker, buildah and podman is here"
             )
+            return Choice(None, Problem("--builder", why, asked))
         if asked == "docker" and not docker_answers():
-            return Choice(
-                None,
-                "--builder docker: no Docker engine answers `docker info`; start one, "
-                "or build with --builder buildah or --builder podman",
+            why = (
+                "no Docker engine answers `docker info`; start one, or build with --builder "
+                "buildah or --builder podman"
             )
+            return Choice(None, Problem("--builder", why, asked))
         return Choice(asked, f"{asked}, as --builder asks")
     if on_path.get("docker") and docker_answers():
         return Choice("docker", "docker, whose engine answers")

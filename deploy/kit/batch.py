@@ -10,8 +10,8 @@ from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.deploy.base import interrupts
 from vllm_sagemaker.deploy.base.calls import POLL_S, Call
 from vllm_sagemaker.deploy.base.command import Check, env_from_pairs, given
-from vllm_sagemaker.deploy.base.errors import refuse
-from vllm_sagemaker.deploy.base.invoke import add_api_key_argument, api_key
+from vllm_sagemaker.deploy.base.errors import Problem, stop_at
+from vllm_sagemaker.deploy.base.invocations import add_api_key_argument, api_key
 from vllm_sagemaker.deploy.base.plan import Make, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
@@ -96,27 +96,26 @@ def fleet_problem(
     image: str | None,
     instance_type: str | None,
     *model: str | None,
-) -> str | None:
+) -> Problem | None:
     if cancel:
         return None
     if not input_file or not output_file:
-        return "--input-file and --output-file: deploy batch needs both (or --cancel)"
+        return Problem("--input-file and --output-file", "deploy batch needs both (or --cancel)")
     if local:
         return None
     if api_key:
-        return (
-            "--api-key is for --local containers: SageMaker's transform jobs call the container "
-            "without one (leave SM_VLLM_API_KEY unset there)"
+        why = (
+            "is for --local containers: SageMaker's transform jobs call the container without one "
+            "(leave SM_VLLM_API_KEY unset there)"
         )
+        return Problem("--api-key", why, sep=" ")
     if not (image and instance_type and any(model)):
-        return (
-            "--image, --instance-type and a model (--model-id, --model-data or --model-prefix): "
-            "deploy batch on SageMaker needs them; or give --local URL..."
-        )
+        needed = "--image, --instance-type and a model (--model-id, --model-data or --model-prefix)"
+        return Problem(needed, "deploy batch on SageMaker needs them; or give --local URL...")
     return None
 
 
-def file_problem(option: str, value: str) -> str | None:
+def file_problem(option: str, value: str) -> Problem | None:
     return s3_problem(option, value) if s3_uri.is_s3(value) else None
 
 
@@ -188,7 +187,7 @@ def _on_sagemaker(
 ) -> Plan:
     """The shards as transform jobs: the model (made once, reused as SageMaker holds it), then
     the run; with --dry-run, what the run would write."""
-    refuse(image_region_problem(args.image, run_region()))
+    stop_at(image_region_problem(args.image, run_region()))
     reads.notes += instance_note(args.instance_type)
     env = model_env(env_from_pairs(args.env), args.instance_type)
     model = create_model(args.name, args.image, source(args), env, role(args, reads))

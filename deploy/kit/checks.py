@@ -9,6 +9,7 @@ from vllm_sagemaker.core import s3_uri
 from vllm_sagemaker.core.environment import environment_problems, vllm_number_problems
 from vllm_sagemaker.core.sm_vllm import SM_VLLM_PREFIX
 from vllm_sagemaker.deploy.base.command import Check, env_from_pairs, given
+from vllm_sagemaker.deploy.base.errors import Problem
 from vllm_sagemaker.deploy.base.ordered import payload_problem
 from vllm_sagemaker.deploy.base.storage import bucket_problem
 from vllm_sagemaker.deploy.kit.image_checks import (
@@ -24,8 +25,7 @@ from vllm_sagemaker.deploy.kit.plans.instances import (
 )
 from vllm_sagemaker.deploy.kit.plans.model import (
     ROLE_VARIABLE,
-    TENSOR_PARALLEL,
-    tensor_parallel_over,
+    tensor_parallel_problem,
 )
 from vllm_sagemaker.deploy.kit.plans.names import (
     MAX_NAME,
@@ -46,28 +46,28 @@ _ENV_KEY = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _MAX_ENV_VALUE = 1024
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
 # What a run without a role is told (a dry run shows a placeholder instead).
-NO_ROLE = (
-    f"--role: not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role "
-    f"SageMaker runs the model as) or set {ROLE_VARIABLE}"
+NO_ROLE = Problem(
+    "--role",
+    f"not given, and {ROLE_VARIABLE} is not set: give --role ARN (the execution role SageMaker "
+    f"runs the model as) or set {ROLE_VARIABLE}",
 )
 
 
-def name_problem(name: str, command: str) -> str | None:
+def name_problem(name: str, command: str) -> Problem | None:
     """Why `--name` cannot name SageMaker resources, or a name `command` derives from it."""
+    counted = f"{name!r} ({len(name)} characters)"
     if len(name) > MAX_NAME:
-        return f"--name {name!r} ({len(name)} characters): SageMaker names are {MAX_NAME} at most"
+        return Problem("--name", f"SageMaker names are {MAX_NAME} at most", counted)
     if not NAME_PATTERN.fullmatch(name):
-        return (
-            f"--name {name!r}: SageMaker names are 1-{MAX_NAME} {NAME_CHARACTERS} (no spaces, "
-            "underscores, dots or slashes)"
-        )
+        why = f"SageMaker names are 1-{MAX_NAME} {NAME_CHARACTERS} (no spaces, underscores, dots "
+        return Problem("--name", why + "or slashes)", repr(name))
     for what, example in derived_names(command, name):
         if len(example) > MAX_NAME:
             room = MAX_NAME - (len(example) - len(name))
-            return (
-                f"--name {name!r} ({len(name)} characters): {what} must fit SageMaker's "
-                f"{MAX_NAME} characters too, so give a name of at most {room}"
+            why = (
+                f"{what} must fit SageMaker's {MAX_NAME} characters too, so give a name of at most"
             )
+            return Problem("--name", f"{why} {room}", counted)
     return None
 
 
@@ -84,60 +84,59 @@ def longest_name(command: str) -> int:
     return MAX_NAME - max(extra, default=0)
 
 
-def range_problem(option: str, value: int, least: int, most: int | None = None) -> str | None:
+def range_problem(option: str, value: int, least: int, most: int | None = None) -> Problem | None:
     if value >= least and (most is None or value <= most):
         return None
     bounds = f"at least {least}" if most is None else f"from {least} to {most}"
-    return f"{option} {value}: must be {bounds}"
+    return Problem(option, f"must be {bounds}", value)
 
 
-def positive_problem(option: str, value: float) -> str | None:
-    return None if value > 0 else f"{option} {value:g}: must be more than 0"
+def positive_problem(option: str, value: float) -> Problem | None:
+    return None if value > 0 else Problem(option, "must be more than 0", f"{value:g}")
 
 
-def copied_prefix_problem(what: str, where: str, prefix: str | None, stream: bool) -> str | None:
+def copied_prefix_problem(
+    what: str, where: str, prefix: str | None, stream: bool
+) -> Problem | None:
     if prefix and not stream:
-        return (
-            f"--model-prefix cannot be used for {what}: SageMaker does not copy an uncompressed "
-            f"S3 prefix (ModelDataSource) for {where}. Add --stream-weights (the container "
-            "streams the weights from the prefix itself), pack the model as model.tar.gz and "
-            "give --model-data, or use --model-id."
+        return Problem(
+            "--model-prefix",
+            f"cannot be used for {what}: SageMaker does not copy an uncompressed S3 prefix "
+            f"(ModelDataSource) for {where}. Add --stream-weights (the container streams the "
+            "weights from the prefix itself), pack the model as model.tar.gz and give "
+            "--model-data, or use --model-id.",
+            sep=" ",
         )
     return None
 
 
-def s3_problem(option: str, value: str, archive: bool = False) -> str | None:
+def s3_problem(option: str, value: str, archive: bool = False) -> Problem | None:
     if not s3_uri.is_s3(value):
         example = "s3://bucket/model.tar.gz" if archive else "s3://bucket/prefix/"
-        return f"{option} {value!r}: SageMaker reads and writes S3 only: give {example}"
-    bucket = value[len(s3_uri.S3) :].partition("/")[0]
-    problem = bucket_problem(bucket)
+        return Problem(option, f"SageMaker reads and writes S3 only: give {example}", repr(value))
+    problem = bucket_problem(value[len(s3_uri.S3) :].partition("/")[0])
     if problem:
-        return f"{option} {value!r}: {problem}"
+        return Problem(option, problem, repr(value))
     if len(value) > _MAX_S3_URI:
-        return (
-            f"{option}: {len(value)} characters; SageMaker takes S3 URIs of {_MAX_S3_URI} at most"
-        )
+        why = f"{len(value)} characters; SageMaker takes S3 URIs of {_MAX_S3_URI} at most"
+        return Problem(option, why)
     if archive and not value.endswith(".tar.gz"):
-        return (
-            f"{option} {value!r}: SageMaker unpacks model data from a .tar.gz archive; for an "
-            "uncompressed prefix give --model-prefix"
-        )
+        why = "SageMaker unpacks model data from a .tar.gz archive; for an uncompressed prefix "
+        return Problem(option, why + "give --model-prefix", repr(value))
     return None
 
 
-def role_problem(source: str, value: str) -> str | None:
+def role_problem(source: str, value: str) -> Problem | None:
     least, most = _ROLE_LENGTH
     if _ROLE_ARN.fullmatch(value) and least <= len(value) <= most:
         return None
-    return (
-        f"{source} {value!r}: not an IAM role ARN: give arn:aws:iam::<12-digit account>:role/<name>"
-    )
+    why = "not an IAM role ARN: give arn:aws:iam::<12-digit account>:role/<name>"
+    return Problem(source, why, repr(value))
 
 
 def execution_role_problem(
     role: str | None, environ: Mapping[str, str], dry: bool, cancel: bool
-) -> str | None:
+) -> Problem | None:
     """--role, else $SAGEMAKER_ROLE_ARN: an ARN, needed unless dry or --cancel."""
     source, value = ("--role", role) if role else (ROLE_VARIABLE, environ.get(ROLE_VARIABLE))
     if value:
@@ -145,40 +144,40 @@ def execution_role_problem(
     return None if dry or cancel else NO_ROLE
 
 
-def region_problem(value: str) -> str | None:
+def region_problem(value: str) -> Problem | None:
     if _REGION.fullmatch(value):
         return None
-    return f"--region {value!r}: not an AWS region name (us-east-1, eu-west-2, ...)"
+    return Problem("--region", "not an AWS region name (us-east-1, eu-west-2, ...)", repr(value))
 
 
-def env_problem(pairs: Sequence[str]) -> str | None:
+def env_problem(pairs: Sequence[str]) -> Problem | None:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not _ENV_KEY.fullmatch(key):
-            return f"--env {pair!r}: give KEY=VALUE, KEY made of letters, digits and underscores"
+            why = "give KEY=VALUE, KEY made of letters, digits and underscores"
+            return Problem("--env", why, repr(pair))
         if len(value) > _MAX_ENV_VALUE:
-            return f"--env {key}: {len(value)} characters, SageMaker takes {_MAX_ENV_VALUE} at most"
+            why = f"{len(value)} characters, SageMaker takes {_MAX_ENV_VALUE} at most"
+            return Problem("--env", why, key)
         if key.upper().startswith(SM_VLLM_PREFIX) and not key.startswith(SM_VLLM_PREFIX):
-            return (
-                f"--env {key}: the container's variables are case-sensitive, and serve reads only "
-                f"{SM_VLLM_PREFIX}* in upper case: give {key.upper()}"
+            why = "the container's variables are case-sensitive, and serve reads only "
+            return Problem(
+                "--env", f"{why}{SM_VLLM_PREFIX}* in upper case: give {key.upper()}", key
             )
     env = env_from_pairs(pairs)
     problems = environment_problems(env, None) + vllm_number_problems(env)
     if problems:
-        return "--env: the container's serve would refuse it: " + "; ".join(problems)
+        return Problem("--env", "the container's serve would refuse it: " + "; ".join(problems))
     return None
 
 
-def tensor_parallel_problem(env: Mapping[str, str], instance_type: str | None) -> str | None:
+def instance_tensor_parallel_problem(
+    env: Mapping[str, str], instance_type: str | None
+) -> Problem | None:
     gpus = instances.gpu_count(instance_type or "")
-    size = tensor_parallel_over(env, gpus)
-    if size is None:
-        return None
-    return (
-        f"--env {TENSOR_PARALLEL}={size}: {instance_type} has {gpus} GPU"
-        f"{'s' if gpus > 1 else ''}, and tensor parallelism takes one each: give at most {gpus}, "
-        "or an instance type with more GPUs"
+    has = f"{instance_type} has {gpus} GPU{'s' if gpus > 1 else ''}"
+    return tensor_parallel_problem(
+        env, gpus, has, f"at most {gpus}, or an instance type with more GPUs"
     )
 
 
@@ -204,9 +203,9 @@ def given_image_problem(image: str | None, instance_type: str | None, command: s
     return no_image_problem(instance_type) if command in ("endpoint", "component") else None
 
 
-def stream_problem(stream: bool, prefix: str | None) -> str | None:
+def stream_problem(stream: bool, prefix: str | None) -> Problem | None:
     if stream and not prefix:
-        return "--stream-weights: it streams the weights from --model-prefix; give one"
+        return Problem("--stream-weights", "it streams the weights from --model-prefix; give one")
     return None
 
 
@@ -227,7 +226,7 @@ ARCHITECTURE = Check("instance_type", given(instance_image_warning), warns=True)
 IMAGE_FOR_TYPE = Check("image instance_type deploy_command", given_image_problem, unless="local")
 INSTANCE_COUNT = Check("instance_count", given(partial(range_problem, "--instance-count", least=1)))
 ENV = Check("env", env_problem)
-TENSOR_PARALLEL_SIZE = Check("environment instance_type", tensor_parallel_problem)
+TENSOR_PARALLEL_SIZE = Check("environment instance_type", instance_tensor_parallel_problem)
 ROLE = Check("role environ dry_run cancel", execution_role_problem, unless="local")
 TRANSFORM_PREFIX = Check(
     "model_prefix stream_weights",

@@ -10,7 +10,7 @@ from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.command import Check, given
-from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem, stop_at
 from vllm_sagemaker.deploy.base.plan import Plan, Step, Wait
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
@@ -131,35 +131,36 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def zero_problem(
     scale_to_zero: bool, max_copies: int | None, target: float | None, no_wait: bool
-) -> str | None:
+) -> Problem | None:
     if not scale_to_zero and (max_copies is not None or target is not None):
-        return "--max-copies and --target set --scale-to-zero's scaling: give --scale-to-zero too"
+        why = "set --scale-to-zero's scaling: give --scale-to-zero too"
+        return Problem("--max-copies and --target", why, sep=" ")
     if scale_to_zero and no_wait:
-        return (
-            "--scale-to-zero: the copies are registered once the component is InService; leave "
-            "out --no-wait"
-        )
+        why = "the copies are registered once the component is InService; leave out --no-wait"
+        return Problem("--scale-to-zero", why)
     return None
 
 
 def made_problem(
     instance_type: str | None, instances: str | None, scale_to_zero: bool
-) -> str | None:
+) -> Problem | None:
     if instances is None:
         return None
     if instance_type is None:
-        return "--instances: it sizes an endpoint the run makes; give --instance-type too"
+        return Problem(
+            "--instances", "it sizes an endpoint the run makes; give --instance-type too"
+        )
     return component.instances_problem(instances, scale_to_zero)
 
 
-def timeout_problem(option: str, value: int) -> str | None:
+def timeout_problem(option: str, value: int) -> Problem | None:
     return checks.range_problem(option, value, *component.TIMEOUT_RANGE)
 
 
 ENDPOINT = Check("endpoint", component.endpoint_problem)
 GPUS = Check("gpus instance_type", component.gpus_problem)
 COPIES = Check("copies scale_to_zero", component.copies_problem)
-TENSOR_PARALLEL = Check("environment gpus", component.tensor_parallel_problem)
+TENSOR_PARALLEL = Check("environment gpus", component.copy_tensor_parallel_problem)
 INSTANCE_RANGE = Check("instance_type instances scale_to_zero", made_problem)
 ZERO = Check("scale_to_zero max_copies scale_target no_wait", zero_problem)
 NUMBERS = (
@@ -200,7 +201,7 @@ def hosting(reads: Reads, name: str, existing: dict[str, Any]) -> tuple[str, int
 
 def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if args.image:
-        refuse(image_region_problem(args.image, run_region()))
+        stop_at(image_region_problem(args.image, run_region()))
     endpoint = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.endpoint})
     existing = reads.describe(
         endpoint,
@@ -211,7 +212,7 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     execution_role = role(args, reads)
     if existing:
         instance_type, least = hosting(reads, args.endpoint, existing)
-        refuse(component.gpus_problem(args.gpus, instance_type))
+        stop_at(component.gpus_problem(args.gpus, instance_type))
         for given, option in (
             (args.instance_type, "--instance-type"),
             (args.instances, "--instances"),

@@ -10,7 +10,7 @@ from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.core.config import SERVERLESS_MARKER, SERVERLESS_MEMORY_SIZES_MB
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.command import Check, given
-from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem, stop_at
 from vllm_sagemaker.deploy.base.plan import Plan, Step, Wait
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
@@ -117,12 +117,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     options.add_keep_on_failure(parser, "the model, endpoint config and endpoint")
 
 
-def instance_mode_problem(value: str | None, instance_type: str | None) -> str | None:
+def instance_mode_problem(value: str | None, instance_type: str | None) -> Problem | None:
     if value is None and instance_type is None:
-        return (
-            "--instance-type or --serverless: deploy endpoint needs one, as --instance-type "
-            "ml.g5.2xlarge or --serverless 2048"
-        )
+        why = "deploy endpoint needs one, as --instance-type ml.g5.2xlarge or --serverless 2048"
+        return Problem("--instance-type or --serverless", why)
     return None
 
 
@@ -188,7 +186,7 @@ def update_checked(
 
 def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     if args.image:
-        refuse(image_region_problem(args.image, run_region()))
+        stop_at(image_region_problem(args.image, run_region()))
     where = hosting(args)
     describe = Call("sagemaker", "DescribeEndpoint", {"EndpointName": args.name})
     refused = (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.command import Check, given
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused, refuse
+from vllm_sagemaker.deploy.base.errors import ClientError, UsageError, stop_at
 from vllm_sagemaker.deploy.base.plan import Make, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
@@ -18,10 +18,10 @@ from vllm_sagemaker.deploy.image import build, builders
 from vllm_sagemaker.deploy.kit import checks
 from vllm_sagemaker.deploy.kit.image_checks import (
     context_problem,
+    engine_tag_problem,
     image_name_problem,
     repository_problem,
     tag_problem,
-    target_tag_problem,
 )
 from vllm_sagemaker.deploy.kit.options import add_keep_on_failure, say
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
@@ -39,6 +39,7 @@ DESCRIPTION = (
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target",
+        dest="engine",
         choices=build.ENGINES,
         default="gpu",
         help="gpu: vLLM's CUDA build, for GPU instances; cpu: vLLM's CPU build, for CPU instances",
@@ -59,31 +60,31 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 REPOSITORY = Check("repository", repository_problem)
 TAG = Check("tag", given(tag_problem))
-TARGET_TAG = Check("tag target", given(target_tag_problem))
+ENGINE_TAG = Check("tag engine", given(engine_tag_problem))
 CONTEXT = Check("context", context_problem)
-CHECKS = (checks.REGION, REPOSITORY, TAG, TARGET_TAG, CONTEXT)
+CHECKS = (checks.REGION, REPOSITORY, TAG, ENGINE_TAG, CONTEXT)
 
 
 def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     choice = builders.on_this_machine(args.builder)
     if choice.tool is None:
-        raise Refused(choice.why)
+        raise UsageError(choice.why)
     tool = choice.tool
     region = run_region()
     if region:
-        refuse(image_name_problem(args.repository, region))
+        stop_at(image_name_problem(args.repository, region))
     reads.note(f"builder: {choice.why}")
-    tag = args.tag or build.default_tag(args.target)
+    tag = args.tag or build.default_tag(args.engine)
     describe = Call("ecr", "DescribeRepositories", {"repositoryNames": [args.repository]})
     found = reads.describe(describe, f"the plan assumes repository {args.repository} is missing")
     create = Call("ecr", "CreateRepository", {"repositoryName": args.repository, "tags": TAGS})
 
     def commands(repository_uri: str, registry: str, user: str) -> list[list[str]]:
         uri = f"{repository_uri}:{tag}"
-        target = build.Build(args.target, uri, Path(args.context))
+        spec = build.Build(args.engine, uri, Path(args.context))
         return [
             builders.login(tool, registry, user),
-            build.command(tool, target),
+            build.command(tool, spec),
             builders.push(tool, uri),
         ]
 

@@ -18,7 +18,7 @@ from vllm_sagemaker.deploy.base import error_answers, storage
 from vllm_sagemaker.deploy.base.calls import Call, put
 from vllm_sagemaker.deploy.base.command import Check
 from vllm_sagemaker.deploy.base.error_answers import answered
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused, os_line, refuse
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem, UsageError, os_line, stop_at
 from vllm_sagemaker.deploy.base.plan import Make, Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit import checks
@@ -59,18 +59,19 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def openai_problem(openai: bool, use_async: bool) -> str | None:
+def openai_problem(openai: bool, use_async: bool) -> Problem | None:
     if openai and use_async:
-        return "--openai: the OpenAI-compatible path is real-time; leave out --async"
+        return Problem("--openai", "the OpenAI-compatible path is real-time; leave out --async")
     return None
 
 
-def component_problem(component: str | None, use_async: bool) -> str | None:
+def component_problem(component: str | None, use_async: bool) -> Problem | None:
     if component and use_async:
-        return (
-            "--component: InvokeEndpointAsync takes no inference component (async endpoints "
-            "have none); leave out --async or --component"
+        why = (
+            "InvokeEndpointAsync takes no inference component (async endpoints have none); leave "
+            "out --async or --component"
         )
+        return Problem("--component", why)
     return None
 
 
@@ -89,13 +90,12 @@ def from_zero_line(endpoint: str, component: str | None) -> str:
     )
 
 
-def json_problem(option: str, body: bytes) -> str | None:
+def json_problem(option: str, body: bytes) -> Problem | None:
     try:
         json.loads(body)
-    except json.JSONDecodeError as error:
-        return f"{option}: not JSON ({error}): give a JSON document, or @file holding one"
-    except UnicodeDecodeError:
-        return f"{option}: not JSON (not UTF-8 text): give a JSON document, or @file holding one"
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        why = error if isinstance(error, json.JSONDecodeError) else "not UTF-8 text"
+        return Problem(option, f"not JSON ({why}): give a JSON document, or @file holding one")
     return None
 
 
@@ -106,7 +106,7 @@ def _body(given: str) -> bytes:
     try:
         return Path(given[1:]).read_bytes()
     except OSError as error:
-        raise Refused(f"cannot read the --body file: {os_line(error)}") from error
+        raise UsageError(f"cannot read the --body file: {os_line(error)}") from error
 
 
 def async_output(reads: Reads, name: str) -> str:
@@ -196,7 +196,7 @@ def invoke_plan(args: argparse.Namespace, body: bytes) -> Plan:
 
 def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     body = _body(args.body)
-    refuse(json_problem("--body", body))
+    stop_at(json_problem("--body", body))
     if args.use_async:
         return async_plan(args, body, reads)
     if args.openai:

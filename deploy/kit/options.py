@@ -11,7 +11,7 @@ from vllm_sagemaker.deploy.base.calls import KEEP_OPTION
 from vllm_sagemaker.deploy.base.say import say as say
 from vllm_sagemaker.deploy.image.build import REPOSITORY
 from vllm_sagemaker.deploy.kit.checks import NAME_CHARACTERS, longest_name
-from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_target
+from vllm_sagemaker.deploy.kit.plans.instances import gpu_count, image_engine
 from vllm_sagemaker.deploy.kit.plans.model import ROLE_PLACEHOLDER, ROLE_VARIABLE, ModelSource
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def source(args: argparse.Namespace) -> ModelSource:
 
 def instance_note(instance_type: str) -> list[str]:
     """What a plan on `instance_type` tells of it."""
-    if image_target(instance_type) == "cpu":
+    if image_engine(instance_type) == "cpu":
         return [
             f"CPU instance {instance_type}: the cpu image; the kit sets no tensor parallelism "
             "and no GPU inference AMI"

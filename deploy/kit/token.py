@@ -8,6 +8,7 @@ import re
 import shlex
 
 from vllm_sagemaker.deploy.base.command import Check
+from vllm_sagemaker.deploy.base.errors import Problem
 from vllm_sagemaker.deploy.base.plan import Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.say import say
@@ -68,9 +69,9 @@ def duration_s(text: str) -> int | None:
     return seconds if 0 < seconds <= MAX_S else None
 
 
-def expires_problem(value: str) -> str | None:
+def expires_problem(value: str) -> Problem | None:
     if duration_s(value) is None:
-        return f"--expires {value!r}: give 1 s to 12 h as 12h, 90m, 600s or 600"
+        return Problem("--expires", "give 1 s to 12 h as 12h, 90m, 600s or 600", repr(value))
     return None
 
 

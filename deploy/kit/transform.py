@@ -8,7 +8,7 @@ from functools import partial
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call
 from vllm_sagemaker.deploy.base.command import Check
-from vllm_sagemaker.deploy.base.errors import ClientError, refuse
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem, stop_at
 from vllm_sagemaker.deploy.base.plan import Plan, Step, Wait
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
@@ -51,14 +51,15 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     options.add_keep_on_failure(parser, "the model")
 
 
-def shards_problem(input_prefix: str, output: str, job: str) -> str | None:
-    target = shards.shard_prefix(output, job)
-    if not shards.overlap(input_prefix, target):
+def shards_problem(input_prefix: str, output: str, job: str) -> Problem | None:
+    cut_to = shards.shard_prefix(output, job)
+    if not shards.overlap(input_prefix, cut_to):
         return None
-    return (
-        f"--output {output}: the input's shards would go to {target}, which overlaps --input "
-        f"{input_prefix}; give an --output outside the input"
+    why = (
+        f"the input's shards would go to {cut_to}, which overlaps --input {input_prefix}; give an "
+        "--output outside the input"
     )
+    return Problem("--output", why, output)
 
 
 INPUT = Check("input", partial(checks.s3_problem, "--input"))
@@ -73,7 +74,7 @@ CHECKS = (
 
 
 def plan(args: argparse.Namespace, reads: Reads) -> Plan:
-    refuse(image_region_problem(args.image, run_region()))
+    stop_at(image_region_problem(args.image, run_region()))
     describe = Call("sagemaker", "DescribeTransformJob", {"TransformJobName": args.name})
     if reads.describe(describe, f"the plan assumes no transform job named {args.name} exists"):
         raise ClientError(

@@ -4,7 +4,7 @@ the job they ask for (`deploy.transform.job`): a `deploy.base.command.Command`."
 import argparse
 import dataclasses
 
-from vllm_sagemaker.deploy.base import interrupts, invoke, profile
+from vllm_sagemaker.deploy.base import interrupts, invocations, profile
 from vllm_sagemaker.deploy.base.command import Check
 from vllm_sagemaker.deploy.base.plan import Plan, Step
 from vllm_sagemaker.deploy.base.reads import Reads
@@ -50,8 +50,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="skip input files whose .out already exists"
     )
-    invoke.add_wait_ready_argument(parser)
-    invoke.add_api_key_argument(parser)
+    invocations.add_wait_ready_argument(parser)
+    invocations.add_api_key_argument(parser)
 
 
 def job_from_args(args: argparse.Namespace) -> TransformJob:
@@ -60,7 +60,7 @@ def job_from_args(args: argparse.Namespace) -> TransformJob:
 
     same = {name: value for name, value in vars(args).items() if name in FIELDS}
     return TransformJob(
-        **{**same, "api_key": invoke.api_key(args.api_key)},
+        **{**same, "api_key": invocations.api_key(args.api_key)},
         split_lines=args.split_type == "Line",
         assemble_lines=args.assemble_with == "Line",
         processing=DataProcessing(

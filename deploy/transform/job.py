@@ -13,13 +13,14 @@ from typing import IO
 from vllm_sagemaker.core.config import MIB
 from vllm_sagemaker.core.execution_parameters import SAGEMAKER_CONCURRENCY, SAGEMAKER_PAYLOAD_MB
 from vllm_sagemaker.core.jsonlines import iter_records
-from vllm_sagemaker.deploy.base import interrupts, invoke, storage
+from vllm_sagemaker.deploy.base import interrupts, invocations, storage
 from vllm_sagemaker.deploy.base.errors import (
-    USAGE_ERROR,
     ClientError,
-    Refused,
+    ExitStatus,
+    Problem,
+    UsageError,
     client_error,
-    refuse,
+    stop_at,
 )
 from vllm_sagemaker.deploy.base.ordered import in_order, packed, payload_problem
 from vllm_sagemaker.deploy.base.results import Progress
@@ -43,7 +44,7 @@ class TransformJob:
     timeout_s: float = 600.0
     resume: bool = False
     api_key: str | None = None
-    wait_ready_s: float = invoke.READY_WAIT_S
+    wait_ready_s: float = invocations.READY_WAIT_S
 
     def headers(self) -> dict[str, str]:
         given = {"Content-Type": self.content_type, "Accept": self.accept}
@@ -70,14 +71,14 @@ class Outcome:
 def check(job: TransformJob) -> None:
     if job.processing.join_input:
         if job.accept != job.content_type:
-            raise Refused("JoinSource Input needs --accept equal to --content-type")
+            raise UsageError("JoinSource Input needs --accept equal to --content-type")
         if job.assemble_lines != job.split_lines:
-            raise Refused("JoinSource Input needs --assemble-with equal to --split-type")
+            raise UsageError("JoinSource Input needs --assemble-with equal to --split-type")
     if not 0 <= job.max_retries <= 3:
-        raise Refused("--max-retries must be between 0 and 3")
+        raise UsageError(Problem("--max-retries", "must be between 0 and 3", sep=" "))
     if not 1 <= job.timeout_s <= 3600:
-        raise Refused("--timeout must be between 1 and 3600 seconds")
-    refuse(payload_problem(job.max_payload_mb or 0, job.max_concurrent_transforms or 0, False))
+        raise UsageError(Problem("--timeout", "must be between 1 and 3600 seconds", sep=" "))
+    stop_at(payload_problem(job.max_payload_mb or 0, job.max_concurrent_transforms or 0, False))
 
 
 def _setting(given: int | None, answer: dict, field: str, option: str) -> tuple[int | None, str]:
@@ -89,7 +90,7 @@ def _setting(given: int | None, answer: dict, field: str, option: str) -> tuple[
     try:
         return (None, field) if value is None else (int(value), f"the container's {field}")
     except (TypeError, ValueError):
-        raise Refused(
+        raise UsageError(
             f"the container's /execution-parameters gives {field} {value!r}, not a whole number: "
             f"set {option}"
         ) from None
@@ -113,7 +114,7 @@ def settings(job: TransformJob, answer: dict) -> Settings:
         max_payload_mb=SAGEMAKER_PAYLOAD_MB if payload is None else payload,
     )
     packs = job.split_lines and result.multi_record
-    refuse(
+    stop_at(
         payload_problem(result.max_payload_mb, result.concurrency, packs, payload_name, concurrent)
     )
     return result
@@ -191,15 +192,15 @@ async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False
         check(job)
         outcome.files = storage.list_inputs(job.input)
         storage.check_writable(job.output, directory=True)
-        async with invoke.client(job.endpoint, job.api_key) as client:
-            await invoke.wait_ready(client, job.wait_ready_s, "transform", bar=not quiet)
-            container = invoke.Container(client, job.headers(), job.max_retries, job.timeout_s)
+        async with invocations.client(job.endpoint, job.api_key) as client:
+            await invocations.wait_ready(client, job.wait_ready_s, "transform", bar=not quiet)
+            container = invocations.Container(client, job.headers(), job.max_retries, job.timeout_s)
             chosen = settings(job, await container.execution_parameters())
             slots = asyncio.Semaphore(chosen.concurrency)
             opened_files = asyncio.Semaphore(chosen.concurrency)
             total = sum(file.size for file in outcome.files)
             progress = Progress("transform", total, "B", quiet=quiet)
-            refused: list[invoke.KeyRefused] = []
+            refused: list[invocations.Unauthorized] = []
 
             async def send(batch: MiniBatch) -> bytes:
                 async with slots:
@@ -228,7 +229,7 @@ async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False
                     try:
                         await transform_file(file, out)
                         outcome.done += 1
-                    except invoke.KeyRefused as error:
+                    except invocations.Unauthorized as error:
                         refused.append(error)
                     except (ClientError, OSError) as error:
                         outcome.failed[file.uri] = str(error)
@@ -244,7 +245,7 @@ async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False
         found = client_error(error)
         if found is None:
             raise
-        raise ClientError(found.line, USAGE_ERROR) from error
+        raise ClientError(found.line, ExitStatus.USAGE_ERROR) from error
 
 
 async def run(job: TransformJob) -> int:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sagemaker.deploy.base.errors import Refused
+from vllm_sagemaker.deploy.base.errors import UsageError
 
 
-class JsonPathError(Refused):
+class JsonPathError(UsageError):
     """An expression outside the supported subset."""
 
 

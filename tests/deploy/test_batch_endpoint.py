@@ -31,7 +31,7 @@ from tests.support.runtime_emulator import Runtime, runtime_emulator
 from tests.support.servers import Server
 from vllm_sagemaker.core.batch_lines import Checked, Fault
 from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
-from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base import invocations
 from vllm_sagemaker.deploy.batch import targets
 from vllm_sagemaker.deploy.batch.minibatches import answer_mini_batch, mini_batches, too_large
 
@@ -154,20 +154,20 @@ def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.C
 @pytest.mark.parametrize(
     ("error", "meaning"),
     [
-        (client_error("ThrottlingException", 400), invoke.Throttled),
-        (client_error("ModelNotReadyException", 429), invoke.Retryable),
-        (client_error("ServiceUnavailable", 503), invoke.Retryable),
-        (client_error("InternalFailure", 500), invoke.Retryable),
-        (client_error("InternalDependencyException", 530), invoke.Retryable),
-        (client_error("ModelError", 424, OriginalStatusCode=503), invoke.Retryable),
+        (client_error("ThrottlingException", 400), invocations.Throttled),
+        (client_error("ModelNotReadyException", 429), invocations.Retryable),
+        (client_error("ServiceUnavailable", 503), invocations.Retryable),
+        (client_error("InternalFailure", 500), invocations.Retryable),
+        (client_error("InternalDependencyException", 530), invocations.Retryable),
+        (client_error("ModelError", 424, OriginalStatusCode=503), invocations.Retryable),
         # the container keeps its engine for live traffic: waited out, never a failure
-        (client_error("ModelError", 424, OriginalStatusCode=429), invoke.Throttled),
-        (client_error("ModelError", 424, OriginalStatusCode=400), invoke.ModelRefused),
-        (client_error("ModelError", 424, OriginalStatusCode=413), invoke.ModelRefused),
+        (client_error("ModelError", 424, OriginalStatusCode=429), invocations.Throttled),
+        (client_error("ModelError", 424, OriginalStatusCode=400), invocations.NotRetryable),
+        (client_error("ModelError", 424, OriginalStatusCode=413), invocations.NotRetryable),
         # the container wants an API key, which InvokeEndpoint cannot send: the run stops
-        (client_error("ModelError", 424, OriginalStatusCode=401), invoke.KeyRefused),
-        (client_error("ValidationError", 400), invoke.InvocationFailed),
-        (client_error("AccessDeniedException", 403), invoke.InvocationFailed),
+        (client_error("ModelError", 424, OriginalStatusCode=401), invocations.Unauthorized),
+        (client_error("ValidationError", 400), invocations.InvocationFailed),
+        (client_error("AccessDeniedException", 403), invocations.InvocationFailed),
     ],
 )
 def test_what_an_invoke_endpoint_error_means(
@@ -177,11 +177,11 @@ def test_what_an_invoke_endpoint_error_means(
 
 
 def test_a_refused_mini_batch_keeps_its_status_and_message() -> None:
-    refusal = targets.classify(
+    answer = targets.classify(
         client_error("ModelError", 424, OriginalStatusCode=400, OriginalMessage="bad body")
     )
-    assert isinstance(refusal, invoke.ModelRefused)
-    assert (refusal.status, refusal.line) == (400, "HTTP 400: bad body")
+    assert isinstance(answer, invocations.NotRetryable)
+    assert (answer.http_status, answer.line) == (400, "HTTP 400: bad body")
 
 
 def line(size: int, fault: Fault | None = None) -> Checked:
@@ -234,5 +234,5 @@ def test_a_mini_batch_the_engine_aborted_is_not_an_answer() -> None:
     whole = Answering([finished("a", "length"), finished("b", "stop")])
     assert len(asyncio.run(answer_mini_batch(whole, mini_batch))) == 2
     cut = Answering([finished("a", "length"), finished("b", "abort")])
-    with pytest.raises(invoke.InvocationFailed, match="aborted line 8"):
+    with pytest.raises(invocations.InvocationFailed, match="aborted line 8"):
         asyncio.run(answer_mini_batch(cut, mini_batch))

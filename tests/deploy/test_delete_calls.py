@@ -92,7 +92,7 @@ def test_a_failed_delete_exits_1(role: str, capsys: pytest.CaptureFixture[str]) 
     )
     version_of("rec-fail", "20250101-000000")
 
-    def refuse(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+    def stop_at(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
         if json.loads(params["body"]).get("ModelName") != "rec-fail":
             return None
         error = {"Code": "AccessDeniedException", "Message": "not allowed"}
@@ -103,7 +103,7 @@ def test_a_failed_delete_exits_1(role: str, capsys: pytest.CaptureFixture[str]) 
 
     with recorded():
         assert boto3.DEFAULT_SESSION is not None
-        boto3.DEFAULT_SESSION.events.register("before-call.sagemaker.DeleteModel", refuse)
+        boto3.DEFAULT_SESSION.events.register("before-call.sagemaker.DeleteModel", stop_at)
         status, _, err = run(capsys, "deploy", "delete", "--name", "rec-fail")
     assert status == 1
     assert "DeleteModel failed" in err and "not allowed" in err
@@ -167,10 +167,10 @@ def test_a_refused_endpoint_deletion_keeps_its_scaling(
     assert run(capsys, "deploy", "endpoint", *options)[0] == 0
     before = state()
 
-    def refuse(params: dict[str, Any]) -> Answer:
+    def stop_at(params: dict[str, Any]) -> Answer:
         return answered({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, 403)
 
-    with answering("DeleteEndpoint", refuse):
+    with answering("DeleteEndpoint", stop_at):
         status, _, err = run(capsys, "deploy", "delete", "--name", "rec-scaled")
     assert status == 1
     told = err.splitlines()[-1]

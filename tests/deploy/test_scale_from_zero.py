@@ -16,7 +16,7 @@ from tests.support.aws import moto_endpoint
 from tests.support.json_lines import parse_lines
 from tests.support.runtime_emulator import Runtime, runtime_emulator
 from tests.support.servers import Server
-from vllm_sagemaker.deploy.base import invoke
+from vllm_sagemaker.deploy.base import invocations
 
 LINES = 12
 # How many calls meet no capacity before the copy comes: more than --max-retries.
@@ -29,7 +29,7 @@ def scaled_to_zero(
 ) -> Iterator[tuple[str, Runtime]]:
     """An endpoint in moto whose one component, `chat`, has no copy; the stand-in reached by
     this process; tries while it scales from zero a moment apart, not 15 s."""
-    monkeypatch.setattr(invoke, "FROM_ZERO_WAIT_S", 0.02)
+    monkeypatch.setattr(invocations, "FROM_ZERO_WAIT_S", 0.02)
     with moto_endpoint("zero") as name:
         runtime = Runtime({}, components={"chat": (name, chat_server.url)}, no_capacity={"chat"})
         with runtime_emulator(runtime) as url:

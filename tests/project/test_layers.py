@@ -61,8 +61,7 @@ THIRD_PARTY: dict[str, frozenset[str] | None] = {
     # check, container/model_reads.py), with the clients vLLM brings and uses for the same files.
     "container": frozenset({"vllm", "huggingface_hub", "boto3", "botocore"}),
     **{
-        client: frozenset({"boto3", "botocore", "httpx", "smart_open", "tqdm"})
-        for client in CLIENT
+        client: frozenset({"boto3", "botocore", "httpx", "smart_open", "tqdm"}) for client in CLIENT
     },
     "entry": frozenset(),
     "server": None,
@@ -167,14 +166,14 @@ def our_files() -> list[Path]:
             "client.batch must not import starlette",
         ),
         (
-            "vllm_sagemaker.deploy.base.invoke",
+            "vllm_sagemaker.deploy.base.invocations",
             "vllm.entrypoints",
             "client.base must not import vllm",
         ),
         # Inside the client: base <- batch, transform, image <- kit.
-        ("vllm_sagemaker.deploy.batch.run", "vllm_sagemaker.deploy.base.invoke", None),
+        ("vllm_sagemaker.deploy.batch.run", "vllm_sagemaker.deploy.base.invocations", None),
         (
-            "vllm_sagemaker.deploy.base.invoke",
+            "vllm_sagemaker.deploy.base.invocations",
             "vllm_sagemaker.deploy.batch.run",
             "client.base -> client.batch",
         ),

@@ -26,7 +26,7 @@ from vllm_sagemaker.core.formats import batch_error_line
 from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, put, remove
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.errors import ClientError, UsageError
 from vllm_sagemaker.deploy.base.plan import Plan, Step
 from vllm_sagemaker.deploy.base.results import Sinks, Summary
 from vllm_sagemaker.deploy.base.say import say
@@ -97,7 +97,7 @@ def prepare(batch: FleetBatch, path: str, dry_run: bool) -> Fleet:
         with storage.reading(fleet_uri) as existing:
             fleet = Fleet.from_json(existing.read())
         if fleet.fingerprint != found:
-            raise Refused(
+            raise UsageError(
                 f"{layout.work} holds the fleet of another file ({fleet.input}); give this file "
                 "its own --work-prefix"
             )
@@ -112,7 +112,7 @@ def prepare(batch: FleetBatch, path: str, dry_run: bool) -> Fleet:
         elif len(faults) < 3:
             faults.append(f"line {item.number}: {item.fault.code}: {item.fault.message}")
     if requests == 0:
-        raise Refused(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
+        raise UsageError(f"{uri} has no valid request line ({lines} lines): " + "; ".join(faults))
     sizes = shard_sizes(requests, batch.instances, batch.shard_lines)
     fleet = Fleet(uri, found, lines, requests, [Shard(i, n) for i, n in enumerate(sizes)])
     say(

@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import Problem
 from vllm_sagemaker.deploy.kit.plans.endpoint import MODEL_DOWNLOAD_S, STARTUP_HEALTH_CHECK_S
-from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count, image_target
-from vllm_sagemaker.deploy.kit.plans.model import TENSOR_PARALLEL, tensor_parallel_over
+from vllm_sagemaker.deploy.kit.plans.instances import INFERENCE_AMI, gpu_count, image_engine
+from vllm_sagemaker.deploy.kit.plans.model import TENSOR_PARALLEL, tensor_parallel_problem
 from vllm_sagemaker.deploy.kit.plans.names import MAX_NAME, NAME_PATTERN, TAGS
 from vllm_sagemaker.deploy.kit.plans.scaling import (
     VARIANT,
     Target,
     Wake,
+    min_max_problem,
     parsed_range,
-    range_order_problem,
-    range_shape_problem,
     register_call,
     tracking_call,
     wake_calls,
@@ -137,10 +137,11 @@ def component_call(component: Component, model: str, exists: bool) -> Call:
     )
 
 
-def endpoint_problem(endpoint: str) -> str | None:
+def endpoint_problem(endpoint: str) -> Problem | None:
     if len(endpoint) <= MAX_NAME and NAME_PATTERN.fullmatch(endpoint):
         return None
-    return f"--endpoint {endpoint!r}: SageMaker names are 1-{MAX_NAME} letters, digits and hyphens"
+    why = f"SageMaker names are 1-{MAX_NAME} letters, digits and hyphens"
+    return Problem("--endpoint", why, repr(endpoint))
 
 
 def zero_calls(component: str, most: int, value: float | None) -> list[Call]:
@@ -159,56 +160,50 @@ def zero_calls(component: str, most: int, value: float | None) -> list[Call]:
     ]
 
 
-def gpus_problem(gpus: int | None, instance_type: str | None) -> str | None:
+def gpus_problem(gpus: int | None, instance_type: str | None) -> Problem | None:
     """More GPUs than `instance_type` has (a type the kit does not size is not refused)."""
     if gpus is None or instance_type is None:
         return None
-    if image_target(instance_type) == "cpu":
-        return f"--gpus {gpus}: {instance_type} has no GPU; leave --gpus out, or give a GPU type"
+    if image_engine(instance_type) == "cpu":
+        return Problem(
+            "--gpus", f"{instance_type} has no GPU; leave --gpus out, or give a GPU type", gpus
+        )
     held = gpu_count(instance_type)
     if not held or gpus <= held:
         return None
-    return (
-        f"--gpus {gpus}: {instance_type} has {held} GPU{'s' if held > 1 else ''}; give at most "
-        f"{held}, or an endpoint on an instance type with more"
-    )
+    why = f"{instance_type} has {held} GPU{'s' if held > 1 else ''}; give at most {held}, or an "
+    return Problem("--gpus", why + "endpoint on an instance type with more", gpus)
 
 
-def tensor_parallel_problem(env: Mapping[str, str], gpus: int | None) -> str | None:
+def copy_tensor_parallel_problem(env: Mapping[str, str], gpus: int | None) -> Problem | None:
     """Tensor parallelism over more GPUs than the component is given."""
-    size = tensor_parallel_over(env, gpus)
-    if size is None:
-        return None
-    return (
-        f"--env {TENSOR_PARALLEL}={size}: the component gets --gpus {gpus}, and tensor "
-        f"parallelism takes one each: give --gpus {size}, or leave {TENSOR_PARALLEL} out"
+    has, instead = (
+        f"the component gets --gpus {gpus}",
+        f"--gpus {{size}}, or leave {TENSOR_PARALLEL} out",
     )
+    return tensor_parallel_problem(env, gpus, has, instead)
 
 
-def copies_problem(copies: int | None, scale_to_zero: bool) -> str | None:
+def copies_problem(copies: int | None, scale_to_zero: bool) -> Problem | None:
     if copies is None or copies > 0:
         return None
     if copies < 0:
-        return f"--copies {copies}: must be 0 or more"
+        return Problem("--copies", "must be 0 or more", copies)
     if not scale_to_zero:
-        return (
-            "--copies 0: a component without copies serves nothing and nothing would start one; "
-            "add --scale-to-zero (a call then starts a copy) or give 1 or more"
+        why = "a component without copies serves nothing and nothing would start one; add "
+        return Problem(
+            "--copies", why + "--scale-to-zero (a call then starts a copy) or give 1 or more", 0
         )
     return None
 
 
-def instances_problem(value: str, scale_to_zero: bool) -> str | None:
+def instances_problem(value: str, scale_to_zero: bool) -> Problem | None:
     """--instances MIN:MAX, the endpoint's managed instance scaling."""
-    problem = range_shape_problem("--instances", value, "1:2") or range_order_problem(
-        "--instances", value
-    )
+    problem = min_max_problem("--instances", value, "1:2")
     if problem:
         return problem
     least, _ = parsed_range(value) or (1, 1)
     if least == 0 and not scale_to_zero:
-        return (
-            f"--instances {value}: an endpoint reaches 0 instances only when its components "
-            "scale to zero copies: add --scale-to-zero, or give MIN 1 or more"
-        )
+        why = "an endpoint reaches 0 instances only when its components scale to zero copies: "
+        return Problem("--instances", why + "add --scale-to-zero, or give MIN 1 or more", value)
     return None

@@ -1,12 +1,12 @@
 """The image a plan runs when no --image is given: the one `deploy image` pushes to ECR."""
 
 from vllm_sagemaker.deploy.base.calls import Call
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem, UsageError
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.base.region import run_region
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.kit.plans.endpoint import Instances
-from vllm_sagemaker.deploy.kit.plans.instances import image_target
+from vllm_sagemaker.deploy.kit.plans.instances import image_engine
 from vllm_sagemaker.deploy.kit.plans.serverless import Serverless
 
 
@@ -15,16 +15,18 @@ def default_image(reads: Reads, hosted: Instances | Serverless) -> str:
     Serverless), which ECR must hold in the region (a dry run that cannot read ECR assumes it
     does)."""
     instance_type = hosted.instance_type
-    target = image_target(instance_type) if instance_type else "cpu"
-    if target is None:  # refused before (checks.no_image_problem)
-        raise Refused(f"--image: not given, and {instance_type} takes no image the kit knows")
-    repository, tag = build.REPOSITORY, build.default_tag(target)
-    first = f"run `vllm-sagemaker deploy image --target {target}` first, or give --image"
+    engine = image_engine(instance_type) if instance_type else "cpu"
+    if engine is None:  # refused before (checks.no_image_problem)
+        raise UsageError(
+            Problem("--image", f"not given, and {instance_type} takes no image the kit knows")
+        )
+    repository, tag = build.REPOSITORY, build.default_tag(engine)
+    first = f"run `vllm-sagemaker deploy image --target {engine}` first, or give --image"
     assumed = len(reads.assumed)
     found = reads.describe(
         Call("ecr", "DescribeRepositories", {"repositoryNames": [repository]}),
         f"the plan assumes ECR holds {repository}:{tag} (what `deploy image --target "
-        f"{target}` pushes)",
+        f"{engine}` pushes)",
     )
     if len(reads.assumed) > assumed:
         return f"<account>.dkr.ecr.<region>.amazonaws.com/{repository}:{tag}"

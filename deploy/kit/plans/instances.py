@@ -6,6 +6,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from vllm_sagemaker.deploy.base.errors import Problem
+
 # `ml.<family>.<size>`: `ml.g5.12xlarge`, `ml.p6-b200.48xlarge`, `ml.t2.medium`.
 INSTANCE_TYPE = re.compile(r"ml\.([a-z0-9]+(?:-[a-z0-9]+)*)\.([a-z0-9]+(?:-[a-z0-9]+)*)")
 
@@ -116,14 +118,14 @@ def graviton(instance_type: str) -> bool:
     return bool(GRAVITON.fullmatch(family(instance_type)))
 
 
-def image_target(instance_type: str) -> str | None:
-    """The image (`deploy image --target`) an instance type takes; None for Graviton (the kit's
+def image_engine(instance_type: str) -> str | None:
+    """The engine (`deploy image --target`) an instance type takes; None for Graviton (the kit's
     images are x86_64), accelerators and families the kit does not know."""
     kind = family(instance_type)
     return "gpu" if kind in GPU_FAMILIES else "cpu" if kind in CPU_FAMILIES else None
 
 
-def instance_type_problem(value: str, catalog: Catalog) -> str | None:
+def instance_type_problem(value: str, catalog: Catalog) -> Problem | None:
     """Why SageMaker would refuse `value` for what `catalog` takes (one line), or None."""
     if value in catalog.accepted:
         return None
@@ -138,20 +140,17 @@ def instance_type_problem(value: str, catalog: Catalog) -> str | None:
     elif kind in catalog.families():
         why = f"not an instance type SageMaker {catalog.takes} take ({listed})"
     elif kind in catalog.families(catalog.known):
-        return (
-            f"--instance-type {value}: {catalog.takes} do not run on ml.{kind} ({listed}); "
-            f"the families they run on: {', '.join(sorted(catalog.families()))}"
-        )
+        why = f"{catalog.takes} do not run on ml.{kind} ({listed}); the families they run on: "
+        return Problem("--instance-type", why + ", ".join(sorted(catalog.families())), value)
     else:
         return None
     wanted = canonical(value)
     meant = catalog.meant(value) or (wanted if family(wanted) else None)
-    return f"--instance-type {value!r}: {why}" + (
-        f": did you mean {meant}?" if meant else " (ml.g5.12xlarge)"
-    )
+    meaning = f": did you mean {meant}?" if meant else " (ml.g5.12xlarge)"
+    return Problem("--instance-type", why + meaning, repr(value))
 
 
-def instance_type_warning(value: str, catalog: Catalog) -> str | None:
+def instance_type_warning(value: str, catalog: Catalog) -> Problem | None:
     """An instance type the kit cannot size: an unknown family, or a GPU size it does not hold."""
     family, size = family_and_size(value)
     sized = family in KNOWN_FAMILIES and (family not in GPU_FAMILIES or gpu_count(value))
@@ -162,24 +161,25 @@ def instance_type_warning(value: str, catalog: Catalog) -> str | None:
     unlisted = (
         f" ({catalog.source} does not list it either: did you mean {meant}?)" if meant else ""
     )
-    return (
-        f"--instance-type {value}: the kit does not know {unknown}{unlisted}, so it sets no "
-        "tensor parallelism and no inference AMI; with several GPUs, add --env "
-        "SM_VLLM_TENSOR_PARALLEL_SIZE=<GPUs>"
+    why = (
+        f"the kit does not know {unknown}{unlisted}, so it sets no tensor parallelism and no "
+        "inference AMI; with several GPUs, add --env SM_VLLM_TENSOR_PARALLEL_SIZE=<GPUs>"
     )
+    return Problem("--instance-type", why, value)
 
 
-def instance_image_warning(value: str) -> str | None:
+def instance_image_warning(value: str) -> Problem | None:
     """What neither image is made for: Graviton's arm64 CPUs, and accelerators."""
     if graviton(value):
-        return (
-            f"--instance-type {value}: Graviton (arm64); the CPU image runs there only if it was "
-            "built for arm64 (a builder builds for the machine it runs on), which nobody has "
-            "tried yet"
+        why = (
+            "Graviton (arm64); the CPU image runs there only if it was built for arm64 (a builder "
+            "builds for the machine it runs on), which nobody has tried yet"
         )
+        return Problem("--instance-type", why, value)
     if family(value) in ACCELERATOR_FAMILIES:
-        return (
-            f"--instance-type {value}: neither image drives its accelerators (Inferentia, "
-            "Trainium, Gaudi); the CPU image would run on its host CPUs only"
+        why = (
+            "neither image drives its accelerators (Inferentia, Trainium, Gaudi); the CPU image "
+            "would run on its host CPUs only"
         )
+        return Problem("--instance-type", why, value)
     return None

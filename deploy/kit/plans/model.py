@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call
-from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem
 from vllm_sagemaker.deploy.kit.plans.instances import gpu_count
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
 
@@ -120,7 +120,13 @@ def model_calls(reads: "Reads", model: Call) -> tuple[list[Call], list[str]]:
     return [], [f"model {name} exists as asked; the run uses it"]
 
 
-def tensor_parallel_over(env: Mapping[str, str], gpus: int | None) -> int | None:
-    """The tensor parallelism `env` asks for, when it takes more than `gpus` GPUs (one each)."""
+def tensor_parallel_problem(
+    env: Mapping[str, str], gpus: int | None, has: str, instead: str
+) -> Problem | None:
+    """The tensor parallelism `env` asks for, when it takes more than the `gpus` GPUs (one each)
+    of what `has` them; `instead`: what to give (`{size}`: the size asked)."""
     size = env.get(TENSOR_PARALLEL, "").strip()
-    return int(size) if gpus and size.isdigit() and int(size) > gpus else None
+    if not (gpus and size.isdigit() and int(size) > gpus):
+        return None
+    why = f"{has}, and tensor parallelism takes one each: give {instead.format(size=size)}"
+    return Problem("--env", why, f"{TENSOR_PARALLEL}={size}")

@@ -29,6 +29,8 @@ MAX_S = 12 * 3600
 # on the OpenAI-compatible path too to reach one inference component (assumed: AWS's page on the
 # path names only the endpoint in its URL).
 COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
+
+
 def token(credentials: "ReadOnlyCredentials", region: str, expires_s: int) -> str:
     from botocore.auth import SigV4QueryAuth
     from botocore.awsrequest import AWSRequest

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_sagemaker.core import cloudwatch
 from vllm_sagemaker.deploy.base.calls import Call
+from vllm_sagemaker.deploy.base.errors import Problem
 from vllm_sagemaker.deploy.base.plan import Step
 
 if TYPE_CHECKING:  # boto3 loads when a command runs; `--help` loads this module without it
@@ -63,67 +64,61 @@ def parsed_range(value: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def range_shape_problem(option: str, value: str, example: str) -> str | None:
-    """A MIN:MAX option (`--autoscale`, `--instances`) that is not two whole numbers."""
-    if parsed_range(value) is None:
-        return f"{option} {value!r}: give MIN:MAX, the fewest and most instances, as {example}"
-    return None
-
-
-def range_order_problem(option: str, value: str) -> str | None:
-    """A MIN:MAX option whose MAX is under 1 or under its MIN."""
-    least, most = parsed_range(value) or (1, 1)
+def min_max_problem(option: str, value: str, example: str) -> Problem | None:
+    """A MIN:MAX option (`--autoscale`, `--instances`) that is not two whole numbers, or whose
+    MAX is under 1 or under its MIN."""
+    found = parsed_range(value)
+    if found is None:
+        why = f"give MIN:MAX, the fewest and most instances, as {example}"
+        return Problem(option, why, repr(value))
+    least, most = found
     if most < 1:
-        return f"{option} {value}: MAX must be 1 or more"
+        return Problem(option, "MAX must be 1 or more", value)
     if least > most:
-        return f"{option} {value}: MIN {least} is more than MAX {most}"
+        return Problem(option, f"MIN {least} is more than MAX {most}", value)
     return None
 
 
-def autoscale_problem(value: str, async_output: str | None = None) -> str | None:
-    shape = range_shape_problem("--autoscale", value, "1:4")
-    if shape:
-        return shape
-    least, _ = parsed_range(value) or (1, 1)
-    if least < 1 and not async_output:
-        return (
-            f"--autoscale {value}: a real-time endpoint keeps at least 1 instance (give MIN 1 or "
-            "more); an async endpoint (--async-output) scales to 0, and so do inference "
-            "components (`deploy component --scale-to-zero`)"
+def autoscale_problem(value: str, async_output: str | None = None) -> Problem | None:
+    found = parsed_range(value)
+    if found and found[0] < 1 and not async_output:
+        why = (
+            "a real-time endpoint keeps at least 1 instance (give MIN 1 or more); an async "
+            "endpoint (--async-output) scales to 0, and so do inference components (`deploy "
+            "component --scale-to-zero`)"
         )
-    return range_order_problem("--autoscale", value)
+        return Problem("--autoscale", why, value)
+    return min_max_problem("--autoscale", value, "1:4")
 
 
 def scaling_problem(
     autoscale: str | None, scale_on: str | None, target: float | None, no_wait: bool
-) -> str | None:
+) -> Problem | None:
     """What `deploy endpoint`'s scaling options cannot do together."""
     if autoscale is None and (scale_on is not None or target is not None):
-        return "--scale-on and --target set --autoscale's policy: give --autoscale MIN:MAX too"
+        why = "set --autoscale's policy: give --autoscale MIN:MAX too"
+        return Problem("--scale-on and --target", why, sep=" ")
     found = parsed_range(autoscale) if autoscale else None
     if found and found[0] == 0 and scale_on is not None:
-        return (
-            f"--scale-on: an async endpoint scaling from 0 scales on its backlog ({BACKLOG}); "
-            "leave --scale-on out"
-        )
+        why = f"an async endpoint scaling from 0 scales on its backlog ({BACKLOG}); leave "
+        return Problem("--scale-on", why + "--scale-on out")
     if autoscale is not None and no_wait:
-        return (
-            "--autoscale: the variant is registered once the endpoint is InService; leave out "
-            "--no-wait"
-        )
+        why = "the variant is registered once the endpoint is InService; leave out --no-wait"
+        return Problem("--autoscale", why)
     return None
 
 
-def waiting_env_problem(scale_on: str | None, env: Mapping[str, str]) -> str | None:
+def waiting_env_problem(scale_on: str | None, env: Mapping[str, str]) -> Problem | None:
     """`--scale-on waiting` needs the container's EMF documents: an --env that turns them off."""
     value = env.get(cloudwatch.METRICS_VARIABLE)
     if scale_on != WAITING or value is None or _setting(env, cloudwatch.METRICS_VARIABLE, ""):
         return None  # unset: the kit turns it on; another value: `serve`'s rule refuses it
-    return (
-        f"--scale-on {WAITING} scales on the container's {cloudwatch.REQUESTS_WAITING} metric, "
-        f"which needs {cloudwatch.METRICS_VARIABLE}={cloudwatch.METRICS_ON}, not {value!r}: "
-        f"leave {cloudwatch.METRICS_VARIABLE} out of --env"
+    why = (
+        f"scales on the container's {cloudwatch.REQUESTS_WAITING} metric, which needs "
+        f"{cloudwatch.METRICS_VARIABLE}={cloudwatch.METRICS_ON}, not {value!r}: leave "
+        f"{cloudwatch.METRICS_VARIABLE} out of --env"
     )
+    return Problem("--scale-on", why, WAITING, sep=" ")
 
 
 def metrics_env(env: Mapping[str, str], name: str, scaling: Scaling | None) -> dict[str, str]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sagemaker.core.config import SERVERLESS_MEMORY_SIZES_MB
+from vllm_sagemaker.deploy.base.errors import Problem
 
 # ProductionVariantServerlessConfig: MemorySizeInMB in 1 GB steps (SERVERLESS_MEMORY_SIZES_MB),
 # MaxConcurrency and ProvisionedConcurrency from 1 to 200 (ProvisionedConcurrency at most
@@ -72,49 +73,47 @@ def parsed(value: str, provisioned: int | None = None) -> Serverless | None:
     return Serverless(int(match[1]), most, provisioned)
 
 
-def serverless_problem(value: str) -> str | None:
+def serverless_problem(value: str) -> Problem | None:
     found = parsed(value)
     if found is None:
-        return f"--serverless {value!r}: give {FORM}, as 2048 or 2048:10"
+        return Problem("--serverless", f"give {FORM}, as 2048 or 2048:10", repr(value))
     if found.memory_mb not in SERVERLESS_MEMORY_SIZES_MB:
-        sizes = ", ".join(str(size) for size in SERVERLESS_MEMORY_SIZES_MB[:-1])
-        return (
-            f"--serverless {value}: Serverless Inference's memory sizes are {sizes} and "
-            f"{SERVERLESS_MEMORY_SIZES_MB[-1]} MB"
-        )
+        *sizes, last = SERVERLESS_MEMORY_SIZES_MB
+        why = f"Serverless Inference's memory sizes are {', '.join(map(str, sizes))} and {last} MB"
+        return Problem("--serverless", why, value)
     least, most = CONCURRENCY
     if not least <= found.max_concurrency <= most:
-        return f"--serverless {value}: MAX_CONCURRENCY must be from {least} to {most}"
+        return Problem("--serverless", f"MAX_CONCURRENCY must be from {least} to {most}", value)
     return None
 
 
-def provisioned_problem(value: str | None, provisioned: int | None) -> str | None:
+def provisioned_problem(value: str | None, provisioned: int | None) -> Problem | None:
     """A --provisioned-concurrency without --serverless, out of range or above MAX_CONCURRENCY."""
+    option = "--provisioned-concurrency"
     if provisioned is None:
         return None
     if value is None:
-        return (
-            "--provisioned-concurrency keeps copies of a serverless endpoint warm: give "
-            f"--serverless {FORM} too"
-        )
+        why = f"keeps copies of a serverless endpoint warm: give --serverless {FORM} too"
+        return Problem(option, why, sep=" ")
     least, most = CONCURRENCY
     if not least <= provisioned <= most:
-        return f"--provisioned-concurrency {provisioned}: must be from {least} to {most}"
+        return Problem(option, f"must be from {least} to {most}", provisioned)
     found = parsed(value)
     if found is None or provisioned <= found.max_concurrency:
         return None
-    return (
-        f"--provisioned-concurrency {provisioned} is more than the endpoint's MAX_CONCURRENCY "
-        f"{found.max_concurrency} (--serverless {value}): give at most {found.max_concurrency}, "
-        f"or --serverless {found.memory_mb}:{provisioned}"
+    why = (
+        f"is more than the endpoint's MAX_CONCURRENCY {found.max_concurrency} (--serverless "
+        f"{value}): give at most {found.max_concurrency}, or --serverless "
+        f"{found.memory_mb}:{provisioned}"
     )
+    return Problem(option, why, provisioned, sep=" ")
 
 
-def conflict_problem(*given: object) -> str | None:
+def conflict_problem(*given: object) -> Problem | None:
     """The first option of `CONFLICTS` given (`given`: their values) beside --serverless."""
     for (_, option, why), value in zip(CONFLICTS, given, strict=True):
         if value is not None:
-            return f"--serverless with {option}: {why}"
+            return Problem(f"--serverless with {option}", why)
     return None
 
 

@@ -8,7 +8,7 @@ from vllm_sagemaker.core.content_types import JSON_LINES
 from vllm_sagemaker.core.jsonlines import iter_records
 from vllm_sagemaker.deploy.base import storage
 from vllm_sagemaker.deploy.base.calls import Call, remove
-from vllm_sagemaker.deploy.base.errors import ClientError
+from vllm_sagemaker.deploy.base.errors import ClientError, Problem
 from vllm_sagemaker.deploy.base.reads import Reads
 from vllm_sagemaker.deploy.kit.plans import shards
 from vllm_sagemaker.deploy.kit.plans.names import TAGS
@@ -67,7 +67,7 @@ def shard_plan(
     head = Call("s3", "HeadBucket", {"Bucket": bucket})
     held = reads.describe(head, f"the plan assumes bucket {bucket} exists")
     if held is None and len(reads.assumed) == assumed:  # read: a dry run stops as a run would
-        raise ClientError(f"--input {input_prefix}: bucket {bucket} does not exist")
+        raise ClientError(Problem("--input", f"bucket {bucket} does not exist", input_prefix))
 
     def listed() -> list[storage.InputFile]:
         try:

@@ -5,7 +5,7 @@ import pytest
 
 from tests.deploy.deploying import CHECKOUT, ECR, ENDPOINT, IMAGE, ROLE, parsed
 from tests.support import cli
-from vllm_sagemaker.deploy.base.errors import Refused
+from vllm_sagemaker.deploy.base.errors import UsageError
 from vllm_sagemaker.deploy.kit import (
     batch,
     checks,
@@ -178,7 +178,7 @@ def test_what_each_command_checks(
     if problem is None:
         deploy_cli.check(parsed(*args), environ)
         return
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(UsageError) as refused:
         deploy_cli.check(parsed(*args), environ)
     assert problem in refused.value.line
 
@@ -245,7 +245,7 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
     ),
     (image.REPOSITORY, {"repository": "vllm"}, {"repository": "A"}, "--repository 'A'"),
     (image.TAG, {"tag": None}, {"tag": ".v1"}, "--tag '.v1'"),
-    (image.TARGET_TAG, {"tag": "cpu", "target": "cpu"}, {"tag": "cpu", "target": "gpu"}, "cpu"),
+    (image.ENGINE_TAG, {"tag": "cpu", "engine": "cpu"}, {"tag": "cpu", "engine": "gpu"}, "cpu"),
     (image.CONTEXT, {"context": CHECKOUT}, {"context": "/nonexistent"}, "no Dockerfile"),
     (endpoint.ASYNC_OUTPUT, {"async_output": S3}, {"async_output": "/tmp"}, "S3 only"),
     (endpoint.SERVERLESS, {"serverless": "2048:10"}, {"serverless": "2GB"}, "give MEMORY_MB"),

@@ -7,8 +7,8 @@ import ssl
 import httpx
 import pytest
 
-from vllm_sagemaker.deploy.base import invoke
-from vllm_sagemaker.deploy.base.invoke import Readiness
+from vllm_sagemaker.deploy.base import invocations
+from vllm_sagemaker.deploy.base.invocations import Readiness
 from vllm_sagemaker.deploy.batch.run import stopped
 
 
@@ -82,7 +82,7 @@ def test_what_a_ping_says_of_a_container(
     outcome: int | Exception, state: Readiness, why: str
 ) -> None:
     """Starting is worth a wait; nobody there is not, and fails at once."""
-    assert invoke.readiness(outcome) == (state, why)
+    assert invocations.readiness(outcome) == (state, why)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_what_a_ping_says_of_a_container(
     ],
 )
 def test_what_makes_a_url_unfit_for_a_container(url: str, problem: str | None) -> None:
-    assert invoke.url_problem(url) == problem
+    assert invocations.url_problem(url) == problem
 
 
 @pytest.mark.parametrize(
@@ -115,5 +115,5 @@ def test_what_makes_a_url_unfit_for_a_container(url: str, problem: str | None) -
 )
 def test_resume_is_named_only_when_answers_are_kept(answered: int, line: str) -> None:
     """With no answer written, --resume would do what a plain run does."""
-    error = invoke.NotReady("no container at http://x (connection refused)")
+    error = invocations.NotReady("no container at http://x (connection refused)")
     assert str(stopped(error, answered)) == line

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support import cli
 from vllm_sagemaker.deploy.base import storage
-from vllm_sagemaker.deploy.base.errors import explain
+from vllm_sagemaker.deploy.base.errors import line_of
 
 NOT_AWS = "not AWS's answer: check AWS_ENDPOINT_URL and any proxy on the way (HTTPS_PROXY)"
 # What every answer of AWS carries, and no proxy's page.
@@ -100,7 +100,7 @@ def answer(
     ],
 )
 def test_what_a_user_is_told(error: Exception, line: str | None) -> None:
-    assert explain(error) == line
+    assert line_of(error) == line
 
 
 def test_one_line_and_the_traceback_under_debug(tmp_path: Path) -> None:

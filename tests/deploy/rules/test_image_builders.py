@@ -73,4 +73,4 @@ def test_login_and_push_commands(tool: str, proxy: str, login: str) -> None:
 
 def test_a_failed_command_is_one_line() -> None:
     failed = subprocess.CalledProcessError(3, ["buildah", "bud", "-t", "a b:cpu", "."])
-    assert errors.explain(failed) == "buildah bud -t 'a b:cpu' . failed with exit status 3"
+    assert errors.line_of(failed) == "buildah bud -t 'a b:cpu' . failed with exit status 3"

@@ -24,7 +24,7 @@ from vllm_sagemaker.deploy.kit import image_checks
     ],
 )
 def test_which_image_a_tag_names(tag: str, target: str | None) -> None:
-    assert image_checks.named_target(tag) == target
+    assert image_checks.named_engine(tag) == target
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_repository_and_tag_names(
     ],
 )
 def test_a_tag_names_the_image_it_tags(target: str, tag: str, problem: str | None) -> None:
-    found = image_checks.target_tag_problem(tag, target)
+    found = image_checks.engine_tag_problem(tag, target)
     if problem is None:
         assert found is None
         return

@@ -167,7 +167,7 @@ def test_the_known_families_are_botocores() -> None:
 def test_which_image_an_instance_type_takes(
     instance_type: str, target: str | None, warning: str | None
 ) -> None:
-    assert instances.image_target(instance_type) == target
+    assert instances.image_engine(instance_type) == target
     told = instances.instance_image_warning(instance_type)
     assert (told is None) is (warning is None), told
     if warning:

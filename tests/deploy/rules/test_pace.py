@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from vllm_sagemaker.deploy.base import invoke, pace
+from vllm_sagemaker.deploy.base import invocations, pace
 from vllm_sagemaker.deploy.base.pace import Pace
 
 
@@ -33,16 +33,16 @@ def test_one_busy_spell_halves_once() -> None:
 
 @pytest.mark.parametrize(
     ("header", "seconds"),
-    [("2", 2.0), ("0", 0.0), ("600", invoke.MAX_BACKOFF_S), (None, 1.0), ("soon", 1.0)],
+    [("2", 2.0), ("0", 0.0), ("600", invocations.MAX_BACKOFF_S), (None, 1.0), ("soon", 1.0)],
 )
 def test_retry_after(header: str | None, seconds: float) -> None:
-    assert invoke.retry_after_s(header) == seconds
+    assert invocations.retry_after_s(header) == seconds
 
 
 def test_a_throttled_call_is_waited_out_without_using_a_retry() -> None:
     """Five 429s then an answer, with no retries allowed: answered; the limit was cut to one
     call, and the answer grew it by one."""
-    answers = [invoke.Throttled("429", 0.0)] * 5 + [b"ok"]
+    answers = [invocations.Throttled("429", 0.0)] * 5 + [b"ok"]
     calls = Pace(most=8, calm_s=0)
 
     async def attempt() -> bytes:
@@ -51,17 +51,19 @@ def test_a_throttled_call_is_waited_out_without_using_a_retry() -> None:
             raise answer
         return answer
 
-    assert asyncio.run(invoke.with_retries(attempt, retries=0, pace=calls)) == b"ok"
+    assert asyncio.run(invocations.with_retries(attempt, retries=0, pace=calls)) == b"ok"
     assert calls.throttles == 5
     assert calls.allowed() == 2
 
 
 def test_without_a_pace_a_429_is_an_ordinary_retry() -> None:
     async def attempt() -> bytes:
-        raise invoke.Throttled("HTTP 429: busy", 0.0)
+        raise invocations.Throttled("HTTP 429: busy", 0.0)
 
-    with pytest.raises(invoke.InvocationFailed, match=re.escape("429: busy (after 0 retries)")):
-        asyncio.run(invoke.with_retries(attempt, retries=0))
+    with pytest.raises(
+        invocations.InvocationFailed, match=re.escape("429: busy (after 0 retries)")
+    ):
+        asyncio.run(invocations.with_retries(attempt, retries=0))
 
 
 def test_calls_wait_for_the_limit() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.deploy.deploying import IMAGE, ROLE
 from vllm_sagemaker.deploy.base.calls import Call, Undo
-from vllm_sagemaker.deploy.base.error_answers import Refusal
+from vllm_sagemaker.deploy.base.error_answers import AwsError
 from vllm_sagemaker.deploy.base.results import Summary
 from vllm_sagemaker.deploy.base.run import call_failed, described, rollback_line
 from vllm_sagemaker.deploy.kit.plans.endpoint import Instances, endpoint_calls
@@ -136,7 +136,7 @@ def test_the_line_of_a_failed_run(arguments: tuple[Any, ...], line: str) -> None
 def test_the_line_of_a_call_that_failed() -> None:
     call = ENDPOINT[1]
     assert (
-        call_failed(call, Refusal("CreateEndpointConfig", "ValidationException: bad type"))
+        call_failed(call, AwsError("CreateEndpointConfig", "ValidationException: bad type"))
         == "CreateEndpointConfig failed: ValidationException: bad type"
     )
     assert call_failed(call, "cannot reach AWS") == "CreateEndpointConfig failed: cannot reach AWS"

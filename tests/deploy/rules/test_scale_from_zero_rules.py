@@ -9,7 +9,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from vllm_sagemaker.deploy.base import error_answers, invoke
+from vllm_sagemaker.deploy.base import error_answers, invocations
 from vllm_sagemaker.deploy.batch import targets
 from vllm_sagemaker.deploy.kit.invoke import from_zero_line
 
@@ -50,9 +50,9 @@ def invoke_error(code: str, message: str) -> botocore.exceptions.ClientError:
 @pytest.mark.parametrize(
     ("error", "meaning"),
     [
-        (invoke_error("ValidationError", NO_CAPACITY), invoke.NoCapacity),
-        (invoke_error("ValidationError", "Endpoint chat not found."), invoke.InvocationFailed),
-        (invoke_error("ThrottlingException", "Rate exceeded"), invoke.Throttled),
+        (invoke_error("ValidationError", NO_CAPACITY), invocations.NoCapacity),
+        (invoke_error("ValidationError", "Endpoint chat not found."), invocations.InvocationFailed),
+        (invoke_error("ThrottlingException", "Rate exceeded"), invocations.Throttled),
     ],
 )
 def test_batch_reads_the_no_capacity_answer_as_a_wait(
@@ -94,7 +94,7 @@ class Scaling:
     async def __call__(self) -> bytes:
         self.calls += 1
         if self.calls <= self.misses:
-            raise invoke.NoCapacity(f"ValidationError: {NO_CAPACITY}")
+            raise invocations.NoCapacity(f"ValidationError: {NO_CAPACITY}")
         return b"answer"
 
 
@@ -106,18 +106,18 @@ WAITING = (
 
 @pytest.fixture
 def no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(invoke, "FROM_ZERO_WAIT_S", 0.0)
+    monkeypatch.setattr(invocations, "FROM_ZERO_WAIT_S", 0.0)
 
 
 @pytest.mark.usefixtures("no_wait")
 def test_no_capacity_is_waited_out_said_once_and_never_counted(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    waiting = invoke.FromZero(error_answers.from_zero("shared", "chat"))
+    waiting = invocations.FromZero(error_answers.from_zero("shared", "chat"))
     attempts = [Scaling(misses=4), Scaling(misses=2)]
 
     async def both() -> list[bytes]:
-        return [await invoke.with_retries(a, 0, from_zero=waiting) for a in attempts]
+        return [await invocations.with_retries(a, 0, from_zero=waiting) for a in attempts]
 
     assert asyncio.run(both()) == [b"answer", b"answer"]
     assert [a.calls for a in attempts] == [5, 3]
@@ -126,15 +126,15 @@ def test_no_capacity_is_waited_out_said_once_and_never_counted(
 
 @pytest.mark.usefixtures("no_wait")
 def test_without_a_wait_no_capacity_is_a_retry() -> None:
-    with pytest.raises(invoke.InvocationFailed, match=r"no capacity .* \(after 0 retries\)"):
-        asyncio.run(invoke.with_retries(Scaling(misses=1), 0))
+    with pytest.raises(invocations.InvocationFailed, match=r"no capacity .* \(after 0 retries\)"):
+        asyncio.run(invocations.with_retries(Scaling(misses=1), 0))
 
 
 @pytest.mark.usefixtures("no_wait")
 def test_past_its_bound_the_wait_stops_the_run(capsys: pytest.CaptureFixture[str]) -> None:
-    waiting = invoke.FromZero(error_answers.from_zero("shared", "chat"), most_s=0)
-    with pytest.raises(invoke.InvocationFailed) as stopped:
-        asyncio.run(invoke.with_retries(Scaling(misses=1), 5, from_zero=waiting))
+    waiting = invocations.FromZero(error_answers.from_zero("shared", "chat"), most_s=0)
+    with pytest.raises(invocations.InvocationFailed) as stopped:
+        asyncio.run(invocations.with_retries(Scaling(misses=1), 5, from_zero=waiting))
     assert stopped.value.line == (
         "component chat on endpoint shared is scaling from zero (it has no copy to answer), and "
         "no copy came within 0 min: look at its scaling (`deploy component --scale-to-zero` "

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vllm_sagemaker.core.config import MIB
-from vllm_sagemaker.deploy.base.errors import ClientError, Refused
+from vllm_sagemaker.deploy.base.errors import ClientError, UsageError
 from vllm_sagemaker.deploy.base.ordered import packed, payload_problem
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import (
@@ -87,9 +87,7 @@ OUT = b'{"choices": [1]}'
             {"SageMakerInput": "{not json", "SageMakerOutput": {"error": {"code": "invalid_json"}}},
         ),
         (
-            DataProcessing(
-                join_input=True, output_filter=compiled("$['id','SageMakerOutput']")
-            ),
+            DataProcessing(join_input=True, output_filter=compiled("$['id','SageMakerOutput']")),
             b'{"id": 1, "prompt": "p"}',
             OUT,
             {"id": 1, "SageMakerOutput": {"choices": [1]}},
@@ -242,7 +240,7 @@ def test_sagemaker_precedence(job: TransformJob, answer: dict, expected: Setting
 )
 def test_limits_sagemaker_enforces(job: TransformJob, answer: dict, line: str) -> None:
     """Each limit is said with where the value came from: the option, or the container."""
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(UsageError) as refused:
         settings(job, answer)
     assert str(refused.value) == line
 
@@ -275,7 +273,7 @@ def test_limits_sagemaker_enforces(job: TransformJob, answer: dict, line: str) -
     ],
 )
 def test_jobs_sagemaker_would_refuse(job: TransformJob) -> None:
-    with pytest.raises(Refused):
+    with pytest.raises(UsageError):
         check(job)
 
 
