@@ -17,6 +17,15 @@ bodies, against `LLM.generate`), both on the tiny Llama with `--tokens` generate
 3. `whole`: `vllm-sagemaker batch --model` against a script that reads the same file into the
    engine and writes the answers: whole processes, engine start included (one API server;
    its CPU is not told apart from the engine's there, so its columns are `-`).
+4. `run_batch`: vLLM's own offline batch runner (`vllm run_batch`, the serving objects called
+   from one asyncio process, no HTTP) on the Transform job's records as a batch file, against
+   the engine call alone: the ceiling of the serving objects on this machine. Its engine
+   starts once (`benchmarks.vllm_run_batch` drives vLLM's `run_batch` in-process); its seconds
+   run from its serving objects built to its last answer in (its lines' reading and
+   validation included, its file's writing not, as `vllm.LLM`'s leave theirs out). It joins
+   the Transform palindrome of the one-API-server pass (way `serving`, ours, run_batch, the
+   engine, then back) and alone runs it without `transform`. vLLM 0.32's run_batch takes
+   chat and embedding lines, not `/v1/completions`: no completion row.
 
 How the two ways run side by side. Transform: on one server, the `route` runs send the custom
 attribute `dispatch=route` with every call (the `transform` command has no option for it, so
@@ -36,15 +45,17 @@ engine core `VLLM::EngineCore`, its worker, nor `serve`, the supervisor) over th
 (upload and polling included for `/v1/batches`); the records per second one API-server core
 can feed, 1000 / that (the front end's ceiling a GPU user meets, whose engine no longer
 waits; with N API servers on N free cores, N times that); the same of `vllm.LLM`'s process
-(its front end, reading and writing the files included; its engine core runs in a child);
+(its front end, reading and writing the files included; its engine core runs in a child),
+and of vLLM's run_batch process (its API server, the same way);
 the engine's steps and tokens per step (a queue that runs dry shows as more steps with fewer
 tokens each). `--api-servers 1 2` runs the server paths with one API server, then two
 (SM_VLLM_API_SERVER_COUNT=2); the engine has its own process in both. Real-time overhead
 (/invocations against the direct route) is `benchmarks.invocations_overhead`'s.
 
     .venv/bin/python -m benchmarks.engine_speed [--lines 12000] [--records 4000] [--tokens 32]
-        [--kinds chat completion embed] [--paths transform batches whole]
+        [--kinds chat completion embed] [--paths transform batches whole run_batch]
         [--ways route serving] [--api-servers 1 2] [--env NAME=VALUE ...] [--markdown PATH]
+        [--autogroup keep|on|off]
 
 `--env` adds settings to the servers' environment (`batch --model`'s engine and the running
 containers alike), e.g. `SAGEMAKER_BATCH_YIELD=false` to see what the batch window costs.
@@ -54,11 +65,14 @@ import argparse
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from unittest import mock
 
+from benchmarks import autogroup, engine_runs
 from benchmarks.engine_runs import (
     DISPATCH_VAR,
     ENGINE,
@@ -80,12 +94,31 @@ from benchmarks.engine_runs import (
     warm,
     whole_process,
 )
-from benchmarks.engine_speed_table import LEGEND, LLM, Row, Table, palindrome, text_line, write
+from benchmarks.engine_speed_table import (
+    LEGEND,
+    LLM,
+    PATHS,
+    Row,
+    Table,
+    palindrome,
+    text_line,
+    write,
+)
 from tests.support import model_factory, servers
 
 ROUTE_ENV = {DISPATCH_VAR: "route"}
 # Records (and batch lines) of each kind every side runs before it is measured.
 WARM = 16
+# vLLM's run_batch, as its rows name it, and the kinds it takes (not `/v1/completions`).
+RUN_BATCH, RUN_BATCH_KINDS = "vllm run_batch", ("chat", "embed")
+RUN_BATCH_ENGINE = [sys.executable, "-m", "benchmarks.vllm_run_batch"]
+
+
+def run_batch_engine(model: Path) -> Offline:
+    """vLLM's run_batch on one started engine (`benchmarks.vllm_run_batch`, which speaks
+    `benchmarks.offline_engine`'s protocol), driven as `vllm.LLM` is."""
+    with mock.patch.object(engine_runs, "OFFLINE", RUN_BATCH_ENGINE):
+        return Offline(model)
 
 
 class Bench:
@@ -93,10 +126,11 @@ class Bench:
 
     def __init__(self, kinds: list[Kind], root: Path, args: argparse.Namespace) -> None:
         self.kinds, self.root, self.args = kinds, root, args
+        # Each kind's batch file, Transform input, and that input as a batch file (run_batch's).
         self.files = {
             kind.name: (
                 line_files(kind, root, args.lines, args.tokens, kind.name)[0],
-                line_files(kind, root, args.records, args.tokens, kind.name + "-t")[1],
+                *reversed(line_files(kind, root, args.records, args.tokens, kind.name + "-t")),
             )
             for kind in kinds
         }
@@ -110,7 +144,7 @@ class Bench:
         write(all_tables, self.args.markdown)
 
     def whole(self, kind: Kind, model: Path, table: Table, tables: list[Table]) -> None:
-        batch, _ = self.files[kind.name]
+        batch, _, _ = self.files[kind.name]
         out = self.root / f"{kind.name}-out.jsonl"
         ours = [VLLM_SAGEMAKER, "batch", "-i", str(batch), "-o", str(out), "--model",
                 str(model), *SERVE_ARGS]  # fmt: skip
@@ -133,11 +167,13 @@ class Bench:
         count: int,
         running: dict[str, servers.Server],
         offline: Offline,
+        runner: Offline | None,
         table: Table,
         tables: list[Table],
     ) -> None:
-        """The server paths of one kind with `count` API servers."""
-        batch, records = self.files[kind.name]
+        """The server paths of one kind with `count` API servers, and vLLM's run_batch (`runner`,
+        when it runs) in the Transform palindrome of the one-API-server pass."""
+        batch, records, record_lines = self.files[kind.name]
         out = self.root / f"{kind.name}-out.jsonl"
         fronts = {way: api_servers(server, count) for way, server in running.items()}
         ways = self.args.ways
@@ -156,21 +192,29 @@ class Bench:
             for way in ways:
                 row = Row("/v1/batches", count, way, self.args.lines, runs[way], runs[LLM])
                 self.add(table, row, tables)
-        if "transform" in self.args.paths:
+        run_batch = runner is not None and count == 1 and kind.name in RUN_BATCH_KINDS
+        transforms = ways if "transform" in self.args.paths else []
+        if transforms or run_batch:
             server = running["serving"]
             attribute = {"serving": "", "route": ROUTE_ATTRIBUTE}
             target = self.root / f"{kind.name}-t-out"
             jobs = {
                 way: partial(transform, server, records, target, self.args.records, attribute[way])
-                for way in ways
+                for way in transforms
             }
             sides = {
-                way: partial(measured_on, server, fronts["serving"], jobs[way]) for way in ways
+                way: partial(measured_on, server, fronts["serving"], jobs[way])
+                for way in transforms
             }
+            if runner is not None and run_batch:
+                sides[RUN_BATCH] = partial(runner.run, kind.call, record_lines, out)
             sides[LLM] = partial(offline.run, kind.call, records, out)
             runs = palindrome(sides)
-            for way in ways:
+            for way in transforms:
                 row = Row("transform", count, way, self.args.records, runs[way], runs[LLM])
+                self.add(table, row, tables)
+            if run_batch:
+                row = Row(RUN_BATCH, 1, "serving", self.args.records, runs[RUN_BATCH], runs[LLM])
                 self.add(table, row, tables)
 
 
@@ -182,7 +226,7 @@ def started(
     it) and, for `/v1/batches` the old way, `route` (SAGEMAKER_RECORD_DISPATCH=route)."""
     env = {**SERVER_ENV, **({"SM_VLLM_API_SERVER_COUNT": str(count)} if count > 1 else {})}
     wanted = {}
-    if "transform" in args.paths or "serving" in args.ways:
+    if {"transform", "run_batch"} & set(args.paths) or "serving" in args.ways:
         wanted["serving"] = env
     if "batches" in args.paths and "route" in args.ways:
         wanted["route"] = {**env, **ROUTE_ENV}
@@ -213,12 +257,16 @@ def bench_model(
     if "whole" in args.paths:
         for kind in kinds:
             bench.whole(kind, model, mine[kind.name], tables)
-    if "batches" not in args.paths and "transform" not in args.paths:
+    if not {"batches", "transform", "run_batch"} & set(args.paths):
         return
     offline = Offline(model)
+    taken = [kind for kind in kinds if kind.name in RUN_BATCH_KINDS]
+    runner = run_batch_engine(model) if "run_batch" in args.paths and taken else None
     try:
         for kind in kinds:
             offline.run(kind.call, bench.warm[kind.name][1], root / "warm.jsonl")
+        for kind in taken if runner is not None else []:
+            runner.run(kind.call, bench.warm[kind.name][0], root / "warm.jsonl")
         for count in args.api_servers:
             with started(model, count, root, args) as running:
                 for server in running.values():
@@ -228,9 +276,11 @@ def bench_model(
                         if "batches" in args.paths:
                             batches_api(server, lines, kind.url, WARM)
                 for kind in kinds:
-                    bench.on_servers(kind, count, running, offline, mine[kind.name], tables)
+                    bench.on_servers(kind, count, running, offline, runner, mine[kind.name], tables)
     finally:
         offline.close()
+        if runner is not None:
+            runner.close()
 
 
 def main() -> None:
@@ -240,8 +290,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS))
     parser.add_argument(
-        "--paths", nargs="+", choices=["transform", "batches", "whole"],
-        default=["transform", "batches", "whole"],
+        "--paths", nargs="+", choices=["transform", "batches", "whole", "run_batch"],
+        default=["transform", "batches", "whole", "run_batch"],
     )  # fmt: skip
     parser.add_argument(
         "--ways", nargs="+", choices=["route", "serving"], default=["route", "serving"],
@@ -253,11 +303,15 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--markdown", type=Path, help="also write the tables here, as markdown")
+    autogroup.add_argument(parser)
     args = parser.parse_args()
     ENV.update(pair.split("=", 1) for pair in args.env)
     SERVER_ENV.update(pair.split("=", 1) for pair in args.env)
+    # run_batch's rows sort after ours (the table module knows our paths only).
+    PATHS.append(RUN_BATCH)
     tables: list[Table] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with autogroup.autogroup(args.autogroup) as setting, tempfile.TemporaryDirectory() as tmp:
+        print(autogroup.described(setting))
         root = Path(tmp)
         models = {"llama": lambda: model_factory.make_chat_model(root / "model"),
                   "embedder": model_factory.embedder_path}  # fmt: skip
