@@ -20,16 +20,29 @@ from tests.support.servers import free_port
 from vllm_sagemaker.deploy.image import build
 
 RESTARTED = "starting it again"
+KEYED = {"SM_VLLM_API_KEY": "image-test-key"}
+# What SageMaker's scraper finds: vLLM's own series (AWS's dashboards read them) and ours.
+SCRAPED = (
+    "vllm:num_requests_waiting",
+    "vllm_sagemaker:batch_window",
+    "vllm_sagemaker:server_restarts",
+)
 
 
 def test_the_embedder_with_no_network_and_64_mb_of_shared_memory(models: dict[str, Path]) -> None:
-    """The embedder of `make serve`, from /opt/ml/model alone: /ping, /invocations and
-    /execution-parameters inside the container; SIGTERM stops it by itself within 30 s."""
-    with containers.running(models["embed"], ENGINE_ENV) as container:
+    """The embedder of `make serve`, from /opt/ml/model alone, with an API key: inside the
+    container, on port 8080, what SageMaker calls without a key answers (/ping,
+    /execution-parameters, and /metrics as its scraper reads it, vLLM's series and ours) and
+    /invocations refuses a caller without the key (Serverless's image test has the embedding
+    answered); SIGTERM stops it by itself within 30 s."""
+    with containers.running(models["embed"], {**ENGINE_ENV, **KEYED}) as container:
         container.wait_ready()
         status, body = container.inside("/invocations", {"input": ["A cat sits on the mat"]})
+        assert status == 401, body
+        status, body = container.inside("/metrics")
         assert status == 200, body
-        assert len(json.loads(body)["data"][0]["embedding"]) == 384
+        for series in SCRAPED:
+            assert f"\n{series}" in body, f"{series} not on /metrics"
         status, body = container.inside("/execution-parameters")
         assert status == 200, body
         assert json.loads(body)["BatchStrategy"] == "MULTI_RECORD"
