@@ -32,8 +32,9 @@ CONTAINER_HEADERS = {
 }
 
 
-class Target(Protocol):
-    """Where mini-batches go: an `invocations.Container` or a `deploy.batch.targets.Endpoint`."""
+class Destination(Protocol):
+    """Where mini-batches go: an `invocations.Container`, or a SageMaker endpoint
+    (`deploy.batch.sagemaker_endpoint.Endpoint`)."""
 
     async def invoke(self, body: bytes) -> bytes:
         """The answer to one JSON Lines mini-batch."""
@@ -86,13 +87,13 @@ def error_line(checked: Checked) -> bytes:
 
 
 async def answer_mini_batch(
-    target: Target, mini_batch: list[Checked]
+    destination: Destination, mini_batch: list[Checked]
 ) -> list[tuple[bytes, Outcome]]:
     """A mini-batch's output lines, in order, with their outcomes: the lines not refused go in one
     request; an aborted line stops the run before any is written."""
     body = b"".join(item.raw + b"\n" for item in mini_batch if item.fault is None)
     try:
-        answers = iter(split(await target.invoke(body)) if body else ())
+        answers = iter(split(await destination.invoke(body)) if body else ())
     except invocations.NotRetryable as final:
         message = f"The model refused the request holding this line: {final}"
         refused = RequestError(final.http_status, message, "invocation_refused")

@@ -20,7 +20,7 @@ from vllm_sagemaker.deploy.batch.minibatches import (
     CONTAINER_HEADERS,
     LINES_PER_REQUEST,
     Answered,
-    Target,
+    Destination,
     answer_mini_batch,
     mini_batches,
     to_answer,
@@ -55,13 +55,13 @@ class BatchSettings:
 
 
 @contextlib.asynccontextmanager
-async def target_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Target]:
+async def destination_for(settings: BatchSettings, pace: Pace) -> AsyncIterator[Destination]:
     async with contextlib.AsyncExitStack() as stack:
         if settings.sagemaker_endpoint:
             # boto3 loads here, not with this module: `vllm-sagemaker --help` builds the parser.
-            from vllm_sagemaker.deploy.batch import targets
+            from vllm_sagemaker.deploy.batch import sagemaker_endpoint
 
-            endpoint = targets.Endpoint(
+            endpoint = sagemaker_endpoint.Endpoint(
                 settings.sagemaker_endpoint,
                 settings.region,
                 settings.inference_component,
@@ -154,14 +154,14 @@ async def _run(settings: BatchSettings, summary: Summary) -> Summary:
         source = stack.enter_context(storage.reading(settings.input_file))
         # Mini-batches in flight at most (fewer while the container throttles batch work).
         pace = Pace(max(1, settings.max_inflight // LINES_PER_REQUEST))
-        async with target_for(settings, pace) as target:
+        async with destination_for(settings, pace) as destination:
             progress = Progress(
                 "batch", count_lines(source), " lines", initial=summary.lines, log=summary.line
             )
 
             async def start(mini_batch: list[Checked]) -> list[tuple[bytes, Outcome]]:
                 async with pace:
-                    return await answer_mini_batch(target, mini_batch)
+                    return await answer_mini_batch(destination, mini_batch)
 
             def finish(mini_batch: list[Checked], answers: list[tuple[bytes, Outcome]]) -> None:
                 summary.throttled = pace.throttles

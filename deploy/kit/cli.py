@@ -17,21 +17,21 @@ from vllm_sagemaker.deploy.kit import (
     image,
     invoke,
     token,
-    transform,
+    transform_job,
 )
 
 COMMANDS: dict[str, Command] = {
     "image": image,
     "endpoint": endpoint,
     "component": component,
-    "transform": transform,
+    "transform": transform_job,
     "batch": batch,
     "invoke": invoke,
     "token": token,
     "delete": delete,
     "dashboard": dashboard,
 }
-EXIT_STATUS = (
+EXIT_STATUSES = (
     "Exit status: 0 when done, 1 when AWS or the run failed, 2 when an option is refused "
     "(checked before any AWS call, in a dry run too)."
 )
@@ -62,6 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 name,
                 parents=[common],
                 help=command.SUMMARY,
-                description=f"{command.DESCRIPTION} {EXIT_STATUS}",
+                description=f"{command.DESCRIPTION} {EXIT_STATUSES}",
             )
         )

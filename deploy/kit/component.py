@@ -115,7 +115,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target",
-        dest="scale_target",
+        dest="target_value",
         type=float,
         metavar="N",
         help="with --scale-to-zero: the invocations a minute each copy is kept at (default "
@@ -162,13 +162,13 @@ GPUS = Check("gpus instance_type", component.gpus_problem)
 COPIES = Check("copies scale_to_zero", component.copies_problem)
 TENSOR_PARALLEL = Check("environment gpus", component.copy_tensor_parallel_problem)
 INSTANCE_RANGE = Check("instance_type instances scale_to_zero", made_problem)
-ZERO = Check("scale_to_zero max_copies scale_target no_wait", zero_problem)
+ZERO = Check("scale_to_zero max_copies target_value no_wait", zero_problem)
 NUMBERS = (
     Check("gpus", given(partial(checks.range_problem, "--gpus", least=1))),
     Check("cpus", given(partial(checks.positive_problem, "--cpus"))),
     Check("memory", partial(checks.range_problem, "--memory", least=1)),
     Check("max_copies", given(partial(checks.range_problem, "--max-copies", least=1))),
-    Check("scale_target", given(partial(checks.positive_problem, "--target"))),
+    Check("target_value", given(partial(checks.positive_problem, "--target"))),
     Check("startup_timeout", partial(timeout_problem, "--startup-timeout")),
     Check("download_timeout", partial(timeout_problem, "--download-timeout")),
 )
@@ -275,11 +275,11 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     )
     placed = [model, component.component_call(given, model_name, bool(held))]
     scaled = (
-        component.zero_calls(args.name, args.max_copies or max(args.copies, 1), args.scale_target)
+        component.zero_calls(args.name, args.max_copies or max(args.copies, 1), args.target_value)
         if args.scale_to_zero
         else []
     )
-    target = component.target(args.name)
+    target = component.copies_of(args.name)
     standing = scaling.standing(reads, target.holds) if held and scaled else ([], [])
     alarms = scaling.standing_alarms(reads, [target] if held and scaled else [])
     kept = scaling.replaced(scaled, *standing, alarms)

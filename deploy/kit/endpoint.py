@@ -106,7 +106,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target",
-        dest="scale_target",
+        dest="target_value",
         type=float,
         metavar="N",
         help="the value the policy keeps its metric at, averaged over the instances (default "
@@ -144,14 +144,14 @@ SERVERLESS_PREFIX = Check(
     when="serverless",
 )
 AUTOSCALE = Check("autoscale async_output", given(scaling.autoscale_problem))
-SCALING = Check("autoscale scale_on scale_target no_wait", scaling.scaling_problem)
+SCALING = Check("autoscale scale_on target_value no_wait", scaling.scaling_problem)
 SCALE_ON_WAITING = Check("scale_on environment", scaling.waiting_env_problem)
-SCALE_TARGET = Check("scale_target", given(partial(checks.positive_problem, "--target")))
+TARGET_VALUE = Check("target_value", given(partial(checks.positive_problem, "--target")))
 CHECKS = (
     *(checks.REGION, checks.NAME, *checks.MODEL, ASYNC_OUTPUT),
     *(SERVERLESS, PROVISIONED, INSTANCES_OR_SERVERLESS, SERVERLESS_CONFLICT),
     *(SERVERLESS_IMAGE, SERVERLESS_PREFIX, *checks.INSTANCES, checks.INSTANCE_COUNT),
-    *(*checks.CONTAINER, SCALING, SCALE_ON_WAITING, AUTOSCALE, SCALE_TARGET, checks.ROLE),
+    *(*checks.CONTAINER, SCALING, SCALE_ON_WAITING, AUTOSCALE, TARGET_VALUE, checks.ROLE),
 )
 
 
@@ -201,7 +201,7 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     )
     # --autoscale, --scale-on and --target, checked before (`checks`).
     found = parsed_range(args.autoscale) if args.autoscale else None
-    asked = Scaling(*found, args.scale_on or CONCURRENCY, args.scale_target) if found else None
+    asked = Scaling(*found, args.scale_on or CONCURRENCY, args.target_value) if found else None
     held = update_checked(reads, args.name, existing, where, bool(asked)) if existing else ([], [])
     waking = [scaling.variant(args.name)] if existing and asked and asked.least == 0 else []
     alarms = scaling.standing_alarms(reads, waking)

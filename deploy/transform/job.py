@@ -52,14 +52,14 @@ class TransformJob:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ResolvedParameters:
     concurrency: int
     multi_record: bool
     max_payload_mb: int
 
 
 @dataclass
-class Outcome:
+class FileResults:
     """The job's files: how many are done (`skipped` by `--resume`), why each failed."""
 
     files: list[storage.InputFile] = field(default_factory=list)
@@ -96,7 +96,7 @@ def _setting(given: int | None, answer: dict, field: str, option: str) -> tuple[
         ) from None
 
 
-def settings(job: TransformJob, answer: dict) -> Settings:
+def settings(job: TransformJob, answer: dict) -> ResolvedParameters:
     """SageMaker's precedence: the job's values, then the container's answer, then defaults."""
     concurrency, concurrent = _setting(
         job.max_concurrent_transforms or None,  # 0: the container's
@@ -108,7 +108,7 @@ def settings(job: TransformJob, answer: dict) -> Settings:
         job.max_payload_mb, answer, "MaxPayloadInMB", "--max-payload-mb"
     )
     strategy = job.batch_strategy or answer.get("BatchStrategy") or "MultiRecord"
-    result = Settings(
+    result = ResolvedParameters(
         concurrency=concurrency or SAGEMAKER_CONCURRENCY,
         multi_record=str(strategy).replace("_", "").upper() == "MULTIRECORD",
         max_payload_mb=SAGEMAKER_PAYLOAD_MB if payload is None else payload,
@@ -147,7 +147,9 @@ def fitting(records: Iterable[tuple[bytes, bytes]], limit: int) -> Iterator[tupl
         yield original, sent
 
 
-def batches(source: IO[bytes], job: TransformJob, settings: Settings) -> Iterator[MiniBatch]:
+def batches(
+    source: IO[bytes], job: TransformJob, settings: ResolvedParameters
+) -> Iterator[MiniBatch]:
     """The requests for one input file: with SplitType Line, as many whole records as fit under
     MaxPayloadInMB (MultiRecord) or one (SingleRecord); else the whole file as it is."""
     limit = settings.max_payload_mb * MIB
@@ -185,7 +187,7 @@ def assembled(batch: MiniBatch, answer: bytes, job: TransformJob) -> bytes:
     return b"".join(output + end for output in outputs)
 
 
-async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False) -> None:
+async def transform_all(job: TransformJob, outcome: FileResults, quiet: bool = False) -> None:
     """Run the job, filling in `outcome` (`quiet`: no bars); a `ClientError` with status
     USAGE_ERROR when it cannot run (the first 401 ends the job: no more files are sent)."""
     try:
@@ -250,7 +252,7 @@ async def transform_all(job: TransformJob, outcome: Outcome, quiet: bool = False
 
 async def run(job: TransformJob) -> int:
     """Run the job and report it: 0 when every file was transformed, 1 otherwise."""
-    outcome = Outcome()
+    outcome = FileResults()
     try:
         await transform_all(job, outcome)
     except asyncio.CancelledError:

@@ -32,7 +32,7 @@ from tests.support.servers import Server
 from vllm_sagemaker.core.batch_lines import Checked, Fault
 from vllm_sagemaker.core.routing import BATCH_WORK_ATTRIBUTE
 from vllm_sagemaker.deploy.base import invocations
-from vllm_sagemaker.deploy.batch import targets
+from vllm_sagemaker.deploy.batch import sagemaker_endpoint
 from vllm_sagemaker.deploy.batch.minibatches import answer_mini_batch, mini_batches, too_large
 
 
@@ -173,11 +173,11 @@ def client_error(code: str, status: int, **fields: Any) -> botocore.exceptions.C
 def test_what_an_invoke_endpoint_error_means(
     error: botocore.exceptions.ClientError, meaning: type
 ) -> None:
-    assert type(targets.classify(error)) is meaning
+    assert type(sagemaker_endpoint.classify(error)) is meaning
 
 
 def test_a_refused_mini_batch_keeps_its_status_and_message() -> None:
-    answer = targets.classify(
+    answer = sagemaker_endpoint.classify(
         client_error("ModelError", 424, OriginalStatusCode=400, OriginalMessage="bad body")
     )
     assert isinstance(answer, invocations.NotRetryable)

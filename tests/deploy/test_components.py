@@ -210,7 +210,7 @@ def test_scale_to_zero_arms_its_alarm_and_delete_removes_it(
     )["ScalingPolicies"]
     step = next(p for p in policies if p["PolicyName"] == scaling.WAKE_POLICY)
     name = scaling.alarm_name(
-        scaling.Target(resource, "sagemaker:inference-component:DesiredCopyCount")
+        scaling.Scalable(resource, "sagemaker:inference-component:DesiredCopyCount")
     )
     (alarm,) = boto3.client("cloudwatch").describe_alarms(AlarmNames=[name])["MetricAlarms"]
     assert alarm["MetricName"] == "NoCapacityInvocationFailures"

@@ -23,6 +23,7 @@ from tests.support.json_lines import parse_lines
 from tests.support.servers import Server
 from tests.support.transform_emulator import Fleet, transform_emulator
 from vllm_sagemaker.deploy.base import storage
+from vllm_sagemaker.deploy.base.plan import apply
 from vllm_sagemaker.deploy.kit.fleet import run as fleet
 from vllm_sagemaker.deploy.kit.fleet import state as fleet_state
 from vllm_sagemaker.deploy.kit.fleet.jobs import JobSpec
@@ -218,7 +219,7 @@ def test_a_slot_takes_the_next_shard_as_soon_as_its_job_ends(tmp_path: Path) -> 
 def test_a_cancel_lets_running_jobs_end_and_starts_no_other(tmp_path: Path) -> None:
     def cancel_at_shard_1(shard: int) -> None:
         if shard == 1:
-            fleet.cancel(str(tmp_path / "work"), False)
+            apply(fleet.cancel_plan(str(tmp_path / "work")), dry_run=False)
 
     jobs = SlowFirstShard(releaser=1, on_start=cancel_at_shard_1)
     assert not run_slots(tmp_path, jobs)

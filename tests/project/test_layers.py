@@ -180,7 +180,7 @@ def our_files() -> list[Path]:
         ("vllm_sagemaker.deploy.transform.job", "vllm_sagemaker.deploy.base.storage", None),
         (
             "vllm_sagemaker.deploy.transform.job",
-            "vllm_sagemaker.deploy.batch.targets",
+            "vllm_sagemaker.deploy.batch.sagemaker_endpoint",
             "client.transform -> client.batch",
         ),
         ("vllm_sagemaker.deploy.image.build", "vllm_sagemaker.deploy.base.run", None),

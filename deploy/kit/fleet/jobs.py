@@ -123,7 +123,7 @@ class LocalJobs:
             timeout_s=TRANSFORM_INVOCATION_TIMEOUT_S,
             api_key=self.api_key,
         )
-        outcome = transform.Outcome()
+        outcome = transform.FileResults()
         try:
             await transform.transform_all(shard_job, outcome, quiet=True)
             failed = outcome.failed

@@ -14,7 +14,7 @@ from vllm_sagemaker.deploy.kit.plans.model import TENSOR_PARALLEL, tensor_parall
 from vllm_sagemaker.deploy.kit.plans.names import MAX_NAME, NAME_PATTERN, TAGS
 from vllm_sagemaker.deploy.kit.plans.scaling import (
     VARIANT,
-    Target,
+    Scalable,
     Wake,
     min_max_problem,
     parsed_range,
@@ -53,8 +53,8 @@ class Component:
     download_s: int = MODEL_DOWNLOAD_S
 
 
-def target(component: str) -> Target:
-    return Target(f"inference-component/{component}", COPIES)
+def copies_of(component: str) -> Scalable:
+    return Scalable(f"inference-component/{component}", COPIES)
 
 
 def endpoint_calls(name: str, instance_type: str, least: int, most: int, role: str) -> list[Call]:
@@ -147,7 +147,7 @@ def endpoint_problem(endpoint: str) -> Problem | None:
 def zero_calls(component: str, most: int, value: float | None) -> list[Call]:
     """A component's scale to zero: its copies between 0 and `most`, kept at `value`
     invocations a minute each, and one started when a call finds none."""
-    scaled = target(component)
+    scaled = copies_of(component)
     tracking = {
         "TargetValue": DEFAULT_TARGET if value is None else value,
         "PredefinedMetricSpecification": {"PredefinedMetricType": INVOCATIONS_PER_COPY},

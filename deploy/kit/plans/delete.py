@@ -86,7 +86,7 @@ def component_plan(reads: Reads, endpoint: str, name: str) -> list[Call]:
             f"inference component {name} runs on endpoint {found.get('EndpointName')}, not "
             f"{endpoint}: give --name {found.get('EndpointName')}"
         )
-    target = components.target(name)
+    target = components.copies_of(name)
     models = [
         model
         for model in dict.fromkeys(

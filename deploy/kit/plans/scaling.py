@@ -137,9 +137,9 @@ def resource_id(endpoint: str, variant: str = VARIANT) -> str:
 
 
 @dataclass(frozen=True)
-class Target:
+class Scalable:
     """What Application Auto Scaling scales of SageMaker's: a variant's instances, or an
-    inference component's copies (`plans.component.target`)."""
+    inference component's copies (`plans.component.copies_of`): AWS's scalable target."""
 
     resource_id: str
     dimension: str = DIMENSION
@@ -156,8 +156,8 @@ class Target:
         return all(standing.get(key) == value for key, value in self.params().items())
 
 
-def variant(endpoint: str) -> Target:
-    return Target(resource_id(endpoint))
+def variant(endpoint: str) -> Scalable:
+    return Scalable(resource_id(endpoint))
 
 
 def _setting(env: Mapping[str, str], name: str, default: str) -> str:
@@ -192,16 +192,16 @@ class Wake:
     periods: int
 
 
-def alarm_name(target: Target) -> str:
+def alarm_name(target: Scalable) -> str:
     return f"{WAKE_POLICY} {target.resource_id}"
 
 
-def register_call(target: Target, least: int, most: int) -> Call:
+def register_call(target: Scalable, least: int, most: int) -> Call:
     params = {**target.params(), "MinCapacity": least, "MaxCapacity": most}
     return Call(SERVICE, "RegisterScalableTarget", params)
 
 
-def tracking_call(target: Target, tracking: Mapping[str, Any]) -> Call:
+def tracking_call(target: Scalable, tracking: Mapping[str, Any]) -> Call:
     """The kit's one target-tracking policy on `target`."""
     return Call(
         SERVICE,
@@ -215,7 +215,7 @@ def tracking_call(target: Target, tracking: Mapping[str, Any]) -> Call:
     )
 
 
-def wake_calls(target: Target, wake: Wake) -> list[Call]:
+def wake_calls(target: Scalable, wake: Wake) -> list[Call]:
     """A step policy adding one (instance or copy) and the alarm that fires it when calls find
     no capacity; the alarm's action is `WAKE_ARN` until `armed`."""
     step = {
@@ -384,7 +384,7 @@ def standing(reads: "Reads", owns: Owns) -> tuple[list[Any], list[Any]]:
     return targets, policies
 
 
-def standing_alarms(reads: "Reads", targets: Sequence[Target]) -> list[str]:
+def standing_alarms(reads: "Reads", targets: Sequence[Scalable]) -> list[str]:
     """The kit's wake alarms of `targets` that CloudWatch holds."""
     if not targets:
         return []

@@ -36,7 +36,7 @@ CONFLICTS = (
     ("instance_count", "--instance-count", _NO_INSTANCES),
     ("autoscale", "--autoscale", _SCALES_ITSELF),
     ("scale_on", "--scale-on", _SCALES_ITSELF),
-    ("scale_target", "--target", _SCALES_ITSELF),
+    ("target_value", "--target", _SCALES_ITSELF),
     (
         "async_output",
         "--async-output",

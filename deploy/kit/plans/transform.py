@@ -61,7 +61,9 @@ def shard_plan(
 ) -> tuple[str, list[Call], list[str]]:
     """The prefix the job reads (`input_prefix` when it holds as many files as instances, else
     the job's shard prefix), the calls that fill it (deleting an earlier attempt's), a note."""
-    target = shards.shard_prefix(output, job)  # outside the input (kit.transform.shards_problem)
+    target = shards.shard_prefix(
+        output, job
+    )  # outside the input (kit.transform_job.shards_problem)
     bucket = s3_uri.s3_parts(input_prefix)[0]
     assumed = len(reads.assumed)
     head = Call("s3", "HeadBucket", {"Bucket": bucket})

@@ -14,7 +14,7 @@ from vllm_sagemaker.deploy.kit import (
     image,
     invoke,
     token,
-    transform,
+    transform_job,
 )
 from vllm_sagemaker.deploy.kit import cli as deploy_cli
 
@@ -292,11 +292,11 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
         {"scale_on": "waiting", "environment": {"SAGEMAKER_METRICS": ""}},
         "leave SAGEMAKER_METRICS out of --env",
     ),
-    (endpoint.SCALE_TARGET, {"scale_target": 0.5}, {"scale_target": 0.0}, "--target 0: must be"),
-    (transform.INPUT, {"input": S3}, {"input": "data/"}, "--input 'data/': SageMaker reads"),
-    (transform.OUTPUT, {"output": S3}, {"output": "out/"}, "--output 'out/': SageMaker reads"),
+    (endpoint.TARGET_VALUE, {"target_value": 0.5}, {"target_value": 0.0}, "--target 0: must be"),
+    (transform_job.INPUT, {"input": S3}, {"input": "data/"}, "--input 'data/': SageMaker reads"),
+    (transform_job.OUTPUT, {"output": S3}, {"output": "out/"}, "--output 'out/': SageMaker reads"),
     (
-        transform.SHARDS,
+        transform_job.SHARDS,
         {"input": S3, "output": "s3://bucket/out/", "name": "job"},
         {"input": S3, "output": "s3://bucket/in/x/", "name": "job"},
         "overlaps --input s3://bucket/in/",
@@ -359,7 +359,7 @@ CASES: list[tuple[checks.Check, dict[str, object], dict[str, object], str]] = [
                 "cpus",
                 "memory",
                 "max_copies",
-                "scale_target",
+                "target_value",
                 "startup_timeout",
                 "download_timeout",
             ),

@@ -202,7 +202,7 @@ def test_the_alarm_is_put_last_with_the_step_policys_arn() -> None:
         "PutScalingPolicy",
     ]
     assert alarm.params["AlarmActions"] == [ARN]
-    assert alarm.params["AlarmName"] == scaling.alarm_name(component.target("chat"))
+    assert alarm.params["AlarmName"] == scaling.alarm_name(component.copies_of("chat"))
 
 
 def test_a_failed_run_takes_back_a_component_and_its_alarm() -> None:

@@ -10,7 +10,7 @@ import botocore.exceptions
 import pytest
 
 from vllm_sagemaker.deploy.base import error_answers, invocations
-from vllm_sagemaker.deploy.batch import targets
+from vllm_sagemaker.deploy.batch import sagemaker_endpoint
 from vllm_sagemaker.deploy.kit.invoke import from_zero_line
 
 # AWS's words, quoted in its scale-to-zero notebook.
@@ -58,7 +58,7 @@ def invoke_error(code: str, message: str) -> botocore.exceptions.ClientError:
 def test_batch_reads_the_no_capacity_answer_as_a_wait(
     error: botocore.exceptions.ClientError, meaning: type
 ) -> None:
-    assert type(targets.classify(error)) is meaning
+    assert type(sagemaker_endpoint.classify(error)) is meaning
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from vllm_sagemaker.deploy.base.ordered import packed, payload_problem
 from vllm_sagemaker.deploy.transform.data_processing import DataProcessing
 from vllm_sagemaker.deploy.transform.job import (
     MiniBatch,
-    Settings,
+    ResolvedParameters,
     TransformJob,
     assembled,
     batches,
@@ -152,14 +152,14 @@ SPLIT = TransformJob("h", "i", "o", split_lines=True)
 @pytest.mark.parametrize(
     ("job", "sizes", "chosen", "bodies"),
     [
-        (SPLIT, (3, 3, 3), Settings(1, True, 1), [12]),
-        (SPLIT, (3, 3, 3), Settings(1, False, 1), [4, 4, 4]),
-        (SPLIT, (3, 3, 3), Settings(1, False, 0), [4, 4, 4]),
-        (TransformJob("h", "i", "o"), (3, 3), Settings(1, True, 1), [8]),
+        (SPLIT, (3, 3, 3), ResolvedParameters(1, True, 1), [12]),
+        (SPLIT, (3, 3, 3), ResolvedParameters(1, False, 1), [4, 4, 4]),
+        (SPLIT, (3, 3, 3), ResolvedParameters(1, False, 0), [4, 4, 4]),
+        (TransformJob("h", "i", "o"), (3, 3), ResolvedParameters(1, True, 1), [8]),
     ],
 )
 def test_a_file_s_requests(
-    job: TransformJob, sizes: tuple[int, ...], chosen: Settings, bodies: list[int]
+    job: TransformJob, sizes: tuple[int, ...], chosen: ResolvedParameters, bodies: list[int]
 ) -> None:
     assert [len(batch.body()) for batch in batches(lines(*sizes), job, chosen)] == bodies
 
@@ -173,7 +173,7 @@ def test_a_file_s_requests(
 )
 def test_a_record_over_the_payload_fails_its_file(job: TransformJob, size: int, line: str) -> None:
     with pytest.raises(ClientError, match=re.escape(line)):
-        list(batches(lines(3, size), job, Settings(1, True, 1)))
+        list(batches(lines(3, size), job, ResolvedParameters(1, True, 1)))
 
 
 JOB = TransformJob("http://x", "in", "out")
@@ -182,27 +182,29 @@ JOB = TransformJob("http://x", "in", "out")
 @pytest.mark.parametrize(
     ("job", "answer", "expected"),
     [
-        (JOB, {}, Settings(1, True, 6)),
+        (JOB, {}, ResolvedParameters(1, True, 6)),
         (
             JOB,
             {"MaxConcurrentTransforms": 2, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 1},
-            Settings(2, True, 1),
+            ResolvedParameters(2, True, 1),
         ),
-        (JOB, {"BatchStrategy": "SINGLE_RECORD"}, Settings(1, False, 6)),
-        (JOB, {"MaxPayloadInMB": 0}, Settings(1, True, 0)),
+        (JOB, {"BatchStrategy": "SINGLE_RECORD"}, ResolvedParameters(1, False, 6)),
+        (JOB, {"MaxPayloadInMB": 0}, ResolvedParameters(1, True, 0)),
         (
             TransformJob("h", "i", "o", max_payload_mb=0),
             {"MaxPayloadInMB": 2},
-            Settings(1, True, 0),
+            ResolvedParameters(1, True, 0),
         ),
         (
             TransformJob("http://x", "in", "out", max_payload_mb=4, batch_strategy="SingleRecord"),
             {"MaxConcurrentTransforms": 8, "BatchStrategy": "MULTI_RECORD", "MaxPayloadInMB": 1},
-            Settings(8, False, 4),
+            ResolvedParameters(8, False, 4),
         ),
     ],
 )
-def test_sagemaker_precedence(job: TransformJob, answer: dict, expected: Settings) -> None:
+def test_sagemaker_precedence(
+    job: TransformJob, answer: dict, expected: ResolvedParameters
+) -> None:
     assert settings(job, answer) == expected
 
 
