@@ -9,7 +9,7 @@ variables) and a pure rule giving the line that says what is wrong. The first pr
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from vllm_sagemaker.deploy.base.errors import ClientError, stop_at
@@ -84,14 +84,16 @@ def checked(
 
 
 def planned(command: Command, args: argparse.Namespace) -> Plan:
-    """`command`'s plan for `args`; the notes said before a refusal are said with it."""
+    """`command`'s plan for `args`, with the notes and assumptions its reads made; the notes said
+    before a refusal are said with it."""
     reads = Reads(getattr(args, "dry_run", False))
     try:
-        return command.plan(args, reads)
+        plan = command.plan(args, reads)
     except ClientError:
         for note in reads.notes:
             say(note)
         raise
+    return replace(plan, notes=(*reads.notes, *plan.notes), assumed=(*reads.assumed, *plan.assumed))
 
 
 def run(command: Command, args: argparse.Namespace, environ: Mapping[str, str]) -> int:

@@ -200,10 +200,10 @@ def _on_sagemaker(
         read = f"the batch's input {batch.input} and work prefix {batch.work}"
         calls = reads.required(lambda: fleet.planned_calls(batch, jobs, first), read)
         reads.notes += transform_note(args.instance_type)
-        return Plan((Step(tuple(calls)),), tuple(reads.notes), tuple(reads.assumed))
+        return Plan((Step(tuple(calls)),))
 
     def run_fleet(calls: Sequence[Call], make: Make) -> int:
         return ran(args, fleet.run(batch, jobs, lambda: make(list(calls))))
 
     reads.notes += transform_note(args.instance_type)
-    return Plan((Step(tuple(first), make=run_fleet),), tuple(reads.notes))
+    return Plan((Step(tuple(first), make=run_fleet),))

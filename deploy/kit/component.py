@@ -288,9 +288,7 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     placing = Step(tuple(placed), Wait(read, "InferenceComponentStatus"))
     return Plan(
         (*made_step, placing, scaling.step(scaled)),
-        tuple(reads.notes),
-        tuple(reads.assumed),
-        undo_beside(kept),
-        args.keep_on_failure,
-        args.no_wait,
+        undo=undo_beside(kept),
+        keep_on_failure=args.keep_on_failure,
+        no_wait=args.no_wait,
     )

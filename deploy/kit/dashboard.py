@@ -93,9 +93,4 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
             f"?region={region}#dashboards/dashboard/{args.name}"
         )
 
-    return Plan(
-        (Step((dashboard_call(args.name, body),)),),
-        tuple(reads.notes),
-        tuple(reads.assumed),
-        report=report,
-    )
+    return Plan((Step((dashboard_call(args.name, body),)),), report=report)

@@ -53,9 +53,4 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
             f"nothing to delete in {run_region() or '<region>'}: no {what} named {named} or "
             f"{named}-<UTC time>"
         )
-    return Plan(
-        (Step(tuple(calls)),),
-        tuple(reads.notes),
-        tuple(reads.assumed),
-        one_by_one=OneByOne(touched, STANDS),
-    )
+    return Plan((Step(tuple(calls)),), one_by_one=OneByOne(touched, STANDS))

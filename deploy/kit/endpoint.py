@@ -228,9 +228,7 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     return Plan(
         # Application Auto Scaling registers a variant of an endpoint InService only.
         (Step(tuple(calls), Wait(describe, "EndpointStatus")), scaling.step(scaled)),
-        tuple(reads.notes),
-        tuple(reads.assumed),
-        undo_beside(kept),
-        args.keep_on_failure,
-        args.no_wait,
+        undo=undo_beside(kept),
+        keep_on_failure=args.keep_on_failure,
+        no_wait=args.no_wait,
     )

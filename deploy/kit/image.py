@@ -106,10 +106,8 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     then = [f"then: {build.shown(c)}" for c in commands(shown, registry, builders.ECR_USER)]
     return Plan(
         (Step(() if found else (create,), make=build_and_push),),
-        tuple(reads.notes),
-        tuple(reads.assumed),
-        undo,
-        args.keep_on_failure,
+        undo=undo,
+        keep_on_failure=args.keep_on_failure,
         then=tuple(then),
     )
 

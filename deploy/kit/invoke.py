@@ -133,7 +133,7 @@ def async_plan(args: argparse.Namespace, body: bytes, reads: Reads) -> Plan:
     def report(answers: list[dict[str, Any]]) -> None:
         print(answers[-1]["OutputLocation"])
 
-    return Plan((Step(calls),), assumed=tuple(reads.assumed), report=report)
+    return Plan((Step(calls),), report=report)
 
 
 def openai_plan(args: argparse.Namespace, body: bytes) -> Plan:

@@ -114,7 +114,6 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
 
     return Plan(
         (Step((), make=make_token),),
-        assumed=tuple(reads.assumed),
         preview="\n".join(shell_lines(base, None, headers)),
         then=("dry run: the token is made from your credentials when it runs; nothing is written",),
     )

@@ -107,10 +107,8 @@ def plan(args: argparse.Namespace, reads: Reads) -> Plan:
     ended = Wait(describe, "TransformJobStatus", ENDED, FAILED, taken_back=False)
     return Plan(
         (Step((*cut, *models, job), ended),),
-        tuple(reads.notes),
-        tuple(reads.assumed),
-        undo,
-        args.keep_on_failure,
-        args.no_wait,
+        undo=undo,
+        keep_on_failure=args.keep_on_failure,
+        no_wait=args.no_wait,
         report=report,
     )

@@ -327,15 +327,6 @@ def scaling_calls(endpoint: str, scaling: Scaling, env: Mapping[str, str]) -> li
     ]
 
 
-def is_endpoints(endpoint: str, standing: Mapping[str, Any]) -> bool:
-    """Whether a scalable target or policy is `endpoint`'s (never `endpoint/chat-prod/...`'s)."""
-    return (
-        standing.get("ServiceNamespace") == NAMESPACE
-        and standing.get("ScalableDimension") == DIMENSION
-        and str(standing.get("ResourceId", "")).startswith(f"endpoint/{endpoint}/variant/")
-    )
-
-
 def deletion(standing: Mapping[str, Any]) -> Call:
     """The deletion of a scaling policy or of a scalable target (as read, or as put)."""
     keys = ("ServiceNamespace", "ResourceId", "ScalableDimension")
@@ -348,8 +339,14 @@ Owns = Callable[[Mapping[str, Any]], bool]
 
 
 def owned_by(endpoint: str) -> Owns:
-    """Whether a scalable target or policy is one of `endpoint`'s variants'."""
-    return lambda standing: is_endpoints(endpoint, standing)
+    """Whether a scalable target or policy is one of `endpoint`'s variants' (never those of
+    `endpoint/chat-prod/...`)."""
+    prefix = f"endpoint/{endpoint}/variant/"
+    return lambda standing: (
+        standing.get("ServiceNamespace") == NAMESPACE
+        and standing.get("ScalableDimension") == DIMENSION
+        and str(standing.get("ResourceId", "")).startswith(prefix)
+    )
 
 
 def scaling_deletions(
