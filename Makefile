@@ -43,7 +43,7 @@ image: $(STAMP)
 			exit 1; \
 		fi; \
 	fi
-	$(PY) -m vllm_sagemaker.deploy.image $(if $(TORCH_INDEX),--build-arg TORCH_INDEX=$(TORCH_INDEX))
+	$(PY) -m tests.support.make_image $(if $(TORCH_INDEX),--build-arg TORCH_INDEX=$(TORCH_INDEX))
 
 serve: $(STAMP)
 	SM_VLLM_MODEL="$(MODEL)" HF_HUB_OFFLINE=1 $(VENV)/bin/serve

@@ -8,7 +8,7 @@ read-only, configuration by environment). Runs alternate A B B A; each line prin
 the stall witness (benchmarks/witness.py) over each throughput phase.
 
     make image   # and, for the compiled side, the image with g++ and Python's headers:
-    .venv/bin/python -m vllm_sagemaker.deploy.image --tag vllm-sagemaker:cpu-compiler \\
+    .venv/bin/python -m tests.support.make_image --tag vllm-sagemaker:cpu-compiler \\
         --build-arg "CPU_EXTRA_PACKAGES=g++ python3-dev"
     .venv/bin/python -m benchmarks.image [--runs 2] [--requests 64] [--tokens 64]
 """
@@ -30,8 +30,8 @@ import psutil
 from benchmarks.witness import Witness
 from tests.support import containers, model_factory, servers
 from tests.support.containers import ENGINE_ENV
+from tests.support.make_image import GB
 from tests.support.servers import START_TIMEOUT_S
-from vllm_sagemaker.deploy.image.build import GB
 
 COMPILER_IMAGE = containers.IMAGE + "-compiler"
 

@@ -1,34 +1,18 @@
-"""How an image is built: the builder's command line, the machine's pip settings lent to a build
-read-only, and the content key that says an image is up to date (`__main__`, `deploy image`)."""
+"""How an image is built: the builder's command line (`deploy image`, and `make image`'s
+`tests.support.make_image`, which lends the machine's pip settings read-only)."""
 
-import ast
-import hashlib
-import os
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The checkout this package runs from (an editable install): the build context.
-CHECKOUT = Path(__file__).resolve().parents[2]
 # The images one Dockerfile builds (its ENGINE build argument).
 ENGINES = ("cpu", "gpu")
 REPOSITORY = "vllm-sagemaker"
-# The label that records what an image was built from (`content_key`).
-CONTENT_LABEL = "org.vllm-sagemaker.content"
-# What the Dockerfile copies (with itself and .dockerignore): a change here is a new image.
-BUILD_INPUTS = (
-    *("Dockerfile", ".dockerignore", "pyproject.toml", "README.md"),
-    *("core", "container", "handler", "deploy"),
-)
 # Where pip inside a build finds the settings lent to it (pip reads it on every Linux).
 BUILD_PIP_CONF = "/etc/pip.conf"
-# Image sizes in GB, as registries and `docker images` tell them.
-GB = 1000**3
 # Builders that run without a Docker engine, and that can lend files to RUN steps (`-v`).
 DAEMONLESS = ("buildah", "podman")
-# pip settings a build is not given: where the host's own configuration file is.
-SKIPPED_PIP_SETTINGS = frozenset({"config-file"})
 
 
 @dataclass(frozen=True)
@@ -82,62 +66,3 @@ def command(tool: str, build: Build) -> list[str]:
 def shown(argv: Sequence[str]) -> str:
     """A command line as a user would type it."""
     return shlex.join(argv)
-
-
-def pip_settings(listing: str) -> tuple[str, list[str]]:
-    """The machine's pip settings (`pip config list`'s `section.key=<Python literal>` lines, where
-    `:env:`'s PIP_* variables win over every file's) as one configuration file but the setting
-    naming a file, and the local paths the build must be lent for them (indexes, wheels, the CA
-    bundle; a package index `.../simple` whole: its pages link to files beside `simple/`)."""
-    sections: dict[str, dict[str, str]] = {}
-    from_env: dict[str, str] = {}
-    for line in listing.splitlines():
-        name, sep, literal = line.partition("=")
-        section, dot, key = name.rpartition(".")
-        if not sep or not dot or key in SKIPPED_PIP_SETTINGS:
-            continue
-        try:
-            value = str(ast.literal_eval(literal))
-        except (SyntaxError, ValueError):
-            value = literal.strip()
-        value = " ".join(value.split())
-        if section == ":env:":
-            from_env[key] = value
-        else:
-            sections.setdefault(section, {})[key] = value
-    for key, value in from_env.items():
-        for items in sections.values():
-            items.pop(key, None)
-        sections.setdefault("global", {})[key] = value
-    paths: list[str] = []
-    for items in sections.values():
-        for word in " ".join(items.values()).split():
-            path = word.removeprefix("file://").rstrip("/")
-            path = path.removesuffix("/simple")
-            if path.startswith("/") and path not in paths:
-                paths.append(path)
-    text = "".join(
-        f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in items.items())
-        for section, items in sections.items()
-        if items
-    )
-    return text, paths
-
-
-def content_key(root: Path, engine: str, build_args: Mapping[str, str]) -> str:
-    """A digest of the build inputs' files (names and bytes) and the build's arguments."""
-    digest = hashlib.sha256(f"{engine}\0{sorted(build_args.items())}\0".encode())
-    for path in sorted(_files(root, BUILD_INPUTS)):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def _files(root: Path, names: Iterable[str]) -> Iterable[Path]:
-    for name in names:
-        path = root / name
-        if path.is_file():
-            yield path
-        for folder, dirs, files in os.walk(path):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            yield from (Path(folder) / f for f in files if not f.endswith(".pyc"))

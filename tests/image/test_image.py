@@ -13,11 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import cli, containers, processes
+from tests.support import cli, containers, make_image, processes
 from tests.support.containers import ENGINE_ENV
 from tests.support.json_lines import parse_lines
 from tests.support.servers import free_port
-from vllm_sagemaker.deploy.image import build
 
 RESTARTED = "starting it again"
 KEYED = {"SM_VLLM_API_KEY": "image-test-key"}
@@ -140,7 +139,7 @@ def test_the_image_keeps_none_of_the_build_s_pip_settings() -> None:
     has no settings; a folder the build was lent is absent or an empty mount point, and a file
     is absent, empty or the image's own (the CA bundle of its base)."""
     listing = processes.run([sys.executable, "-m", "pip", "config", "list"], text=True).stdout
-    _, lent = build.pip_settings(listing)
+    _, lent = make_image.pip_settings(listing)
     script = (
         'pip config list; for p in "$@"; do if [ -d "$p" ]; then ls -A "$p"; '
         'elif [ -s "$p" ]; then sha256sum "$p" | cut -d" " -f1; fi; done'

