@@ -74,7 +74,7 @@ class SageMakerMiddleware:
             self.config.batch_api, pipeline, self.window, self.config.api_keys, self.stops
         )
         self.metrics = metrics_writer.from_env()
-        self.gauges = gauges.Refresher()
+        self.gauges = gauges.refresher()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -107,9 +107,9 @@ class SageMakerMiddleware:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.batch_api.shutdown()
-                await self.gauges.stop()
-                if self.metrics is not None:
-                    await self.metrics.stop()
+                for periodic in (self.gauges, self.metrics):
+                    if periodic is not None:
+                        await periodic.stop()
             return message
 
         async def on_send(message: Message) -> None:
@@ -123,9 +123,9 @@ class SageMakerMiddleware:
                 self.pipeline.customer_middleware = bool(self.custom.middlewares)
                 self.stops.watch()
                 await self.batch_api.startup(scope)
-                self.gauges.start()
-                if self.metrics is not None:
-                    self.metrics.start()
+                for periodic in (self.gauges, self.metrics):
+                    if periodic is not None:
+                        periodic.start()
             if message["type"] == "lifespan.shutdown.complete":
                 self.stops.exit_unless_requested("vLLM stopped unasked (its engine died)")
             await send(message)

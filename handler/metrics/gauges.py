@@ -5,20 +5,18 @@ prometheus_client's `Gauge.set_function` works within one process only: with sev
 processes (`--api-server-count`, for which vLLM sets PROMETHEUS_MULTIPROC_DIR), `/metrics` reads
 every process's values from its files in that directory, which `set_function` never writes, so
 such a gauge would read 0 there. `follow` keeps the function: with one process it is read at
-every scrape; with several, `Refresher` writes every function's value to this process's file
+every scrape; with several, `refresher` writes every function's value to this process's file
 once a REFRESH_S while the server runs, so a scrape shows each process's value at most that old
 (SageMaker publishes what it scrapes every 10 s at the most often). How the processes' values
 combine is each gauge's `multiprocess_mode`.
 """
 
-import asyncio
-import contextlib
 import os
 from collections.abc import Callable
 
 from prometheus_client import Gauge
 
-from vllm_sagemaker.handler.process.logs import logger
+from vllm_sagemaker.handler.metrics.periodic import Periodic
 
 MULTIPROC_VAR = "PROMETHEUS_MULTIPROC_DIR"
 REFRESH_S = 1.0
@@ -44,26 +42,13 @@ def refresh() -> None:
         gauge.set(function())
 
 
-class Refresher:
-    """Refreshes the followed gauges while the server runs, when several processes share them."""
+async def _refresh() -> None:
+    refresh()
 
-    def __init__(self) -> None:
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if multiprocess():
-            self._task = asyncio.create_task(self._refresh_forever())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _refresh_forever(self) -> None:
-        while True:
-            try:
-                refresh()
-            except Exception:
-                logger.exception("metrics: the gauges were not refreshed this time")
-            await asyncio.sleep(REFRESH_S)
+def refresher() -> Periodic | None:
+    """What refreshes the followed gauges while the server runs, when several processes share
+    them; None with one process."""
+    if not multiprocess():
+        return None
+    return Periodic(_refresh, REFRESH_S, "metrics: the gauges were not refreshed this time")

@@ -9,7 +9,6 @@ Its documents add every process's counters and histograms (`handler.metrics.samp
 """
 
 import asyncio
-import contextlib
 import fcntl
 import json
 import os
@@ -19,6 +18,7 @@ from typing import IO
 
 from vllm_sagemaker.core.metrics_settings import MetricsSettings
 from vllm_sagemaker.handler.metrics import emf, gauges, samples
+from vllm_sagemaker.handler.metrics.periodic import Periodic
 from vllm_sagemaker.handler.process.logs import logger
 
 LOCK_NAME = "sagemaker-metrics.lock"
@@ -54,7 +54,10 @@ class MetricsWriter:
     def __init__(self, settings: MetricsSettings) -> None:
         self.settings = settings
         self.lock = WriterLock(os.environ.get(gauges.MULTIPROC_VAR))
-        self._task: asyncio.Task[None] | None = None
+        self._source = samples.registry()
+        self._previous: emf.Snapshot | None = None
+        failed = "CloudWatch metrics: no document this interval"
+        self._loop = Periodic(self._once, settings.interval_s, failed)
 
     def start(self) -> None:
         logger.info(
@@ -63,28 +66,18 @@ class MetricsWriter:
             self.settings.namespace,
             ", ".join(f"{k}={v}" for k, v in self.settings.dimensions.items()),
         )
-        self._task = asyncio.create_task(self._write_forever())
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         self.lock.release()
 
-    async def _write_forever(self) -> None:
-        source = samples.registry()
-        previous: emf.Snapshot | None = None
-        while True:
-            try:
-                if self.lock.held():
-                    current = await asyncio.to_thread(samples.snapshot, source)
-                    if previous is not None:
-                        self._write(previous, current)
-                    previous = current
-            except Exception:
-                logger.exception("CloudWatch metrics: no document this interval")
-            await asyncio.sleep(self.settings.interval_s)
+    async def _once(self) -> None:
+        if self.lock.held():
+            current = await asyncio.to_thread(samples.snapshot, self._source)
+            if self._previous is not None:
+                self._write(self._previous, current)
+            self._previous = current
 
     def _write(self, previous: emf.Snapshot, current: emf.Snapshot) -> None:
         settings = self.settings
